@@ -1,0 +1,161 @@
+//! What the probes found, as plain values.
+//!
+//! Each declared source answers one of three things: a reading, `Empty` (nothing recorded
+//! yet), or a `Fault` (it could not be read, with the error). A fault is never empty and
+//! never "no progress": keeping the three apart is what stops a broken disk from looking
+//! like a stalled job. This module owns the shapes only; probes fill them, `assess` reads them.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// One source's answer: a reading, nothing recorded yet, or a failure to read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", content = "value", rename_all = "snake_case")]
+pub enum Reading<T> {
+    /// The source was read and holds something.
+    Found(T),
+    /// The source is readable but holds nothing yet: the file does not exist yet, has no
+    /// lines, or the table has no rows.
+    Empty,
+    /// The source could not be read; the text says why (already inert, see [`super::text`]).
+    Fault(String),
+}
+
+impl<T> Reading<T> {
+    /// The reading, if there is one.
+    pub fn found(&self) -> Option<&T> {
+        match self {
+            Reading::Found(value) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The fault's error text, if the source could not be read.
+    pub fn fault(&self) -> Option<&str> {
+        match self {
+            Reading::Fault(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A file whose modification time is evidence (the log).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileStamp {
+    pub modified: DateTime<Utc>,
+    pub len: u64,
+}
+
+/// A progress file: its modification time and how many newline-terminated lines it holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LineCount {
+    pub modified: DateTime<Utc>,
+    pub done: u64,
+}
+
+/// A SQLite progress table: `max(time_column)` and `count(*)`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableReading {
+    pub newest: DateTime<Utc>,
+    pub rows: u64,
+}
+
+/// A phased pipeline's run manifest (see seed 004): which run, which phase, which are done.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManifestReading {
+    /// `updated_at` from the manifest, or the file's modification time when it has none.
+    pub updated_at: DateTime<Utc>,
+    pub run_id: Option<String>,
+    pub current_phase: Option<String>,
+    /// Phases whose entry in `phase_results` is truthy, in the order the manifest lists them.
+    pub completed_phases: Vec<String>,
+}
+
+/// Whether the process that holds a lock is alive. Three values, never two: `Unknown` is
+/// never rounded to `Dead`, because that restarts a healthy job a second time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    Alive,
+    Dead,
+    Unknown,
+}
+
+impl Liveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Alive => "alive",
+            Liveness::Dead => "dead",
+            Liveness::Unknown => "unknown",
+        }
+    }
+}
+
+/// A lock file that exists, and what is known about its holder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LockHolder {
+    /// The PID recorded in the lock, if the content could be parsed.
+    pub pid: Option<u32>,
+    /// The start time recorded in a JSON lock, in clock ticks since boot.
+    pub recorded_start: Option<u64>,
+    /// The command line recorded in a JSON lock, if any.
+    pub cmdline: Option<String>,
+    /// When the lock file was last written.
+    pub modified: DateTime<Utc>,
+    pub liveness: Liveness,
+    /// Why the liveness is what it is, in plain words ("no such process",
+    /// "start time differs: lock says 98765, process 4242 started at 99001").
+    pub why: String,
+    /// When the holder process started (wall clock), when it is alive and known.
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+/// The outcome of one check, in layers: a fault or a refusal is never a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckResult {
+    /// Exited 0.
+    Pass,
+    /// Ran and exited non-zero: the job goes RED.
+    Fail,
+    /// Could not run to an answer: not found, timed out, crashed.
+    Fault,
+    /// The system refused to run it (permission denied).
+    Refusal,
+}
+
+impl CheckResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckResult::Pass => "pass",
+            CheckResult::Fail => "fail",
+            CheckResult::Fault => "fault",
+            CheckResult::Refusal => "refusal",
+        }
+    }
+}
+
+/// One check's result with its name and a short, inert detail ("exit 1: gap at 2024-05-01").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckOutcome {
+    pub name: String,
+    pub result: CheckResult,
+    pub detail: String,
+    pub at: DateTime<Utc>,
+}
+
+/// Everything gathered about one job at one moment. A source the job does not declare is
+/// `None`; a declared source always has a [`Reading`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Evidence {
+    pub lock: Option<Reading<LockHolder>>,
+    /// The lock `resource_free` looks at, when it is a different file from `lock`.
+    pub resource_lock: Option<Reading<LockHolder>>,
+    pub log: Option<Reading<FileStamp>>,
+    pub progress_file: Option<Reading<LineCount>>,
+    pub progress_table: Option<Reading<TableReading>>,
+    pub manifest: Option<Reading<ManifestReading>>,
+    pub checks: Vec<CheckOutcome>,
+    /// Whether the event log records a start of this job (filled once the state store exists).
+    pub started_before: bool,
+}

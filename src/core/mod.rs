@@ -1,0 +1,17 @@
+//! The pure core: evidence in, verdicts out.
+//!
+//! Everything here is a function of its arguments. Nothing in `core` reads a clock, a file,
+//! a process or the environment; the time of judgment is always passed in as `now`. That is
+//! what makes every verdict reproducible in a table-driven test.
+
+pub mod assess;
+pub mod evidence;
+pub mod order;
+pub mod text;
+
+pub use assess::{Assessment, Bucket, State, assess};
+pub use evidence::{
+    CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
+    ManifestReading, Reading, TableReading,
+};
+pub use order::{ActionList, order};

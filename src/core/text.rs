@@ -1,0 +1,139 @@
+//! Making text that jobs write inert before it reaches a terminal.
+//!
+//! Log lines, lock contents, manifest fields, check output and even job names come from
+//! outside mihari. Any of them can carry escape sequences that retitle the terminal, clear
+//! the screen, or reorder text with bidirectional overrides. [`inert`] is the one gate every
+//! such string passes: colour and control sequences are dropped whole, other controls are
+//! made visible as control pictures (␛, ␇, ␊...), and bidi controls become '�'. It must
+//! never let a control byte through; it must not allocate more than the input needs.
+
+/// Returns `raw` with every control character and escape sequence made inert.
+///
+/// - CSI sequences (`ESC [ ... final`, or 8-bit `U+009B`) are removed: they are colours and
+///   cursor moves, and the words around them stay readable.
+/// - OSC, DCS, SOS, PM and APC strings (`ESC ]`, `ESC P`, `ESC X`, `ESC ^`, `ESC _` and their
+///   8-bit forms) are removed up to and including their terminator (BEL or ST), or to the end
+///   of the text when unterminated: their payload is never shown, never interpreted.
+/// - Any other ESC is shown as '␛' followed by the next character as plain text.
+/// - Other C0 controls and DEL become their control pictures (U+2400..); tab becomes a space.
+/// - Other C1 controls, bidirectional embeddings, overrides and isolates become '�'.
+pub fn inert(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.peek().copied() {
+                Some('[') => {
+                    chars.next();
+                    skip_csi(&mut chars);
+                }
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    skip_string(&mut chars);
+                }
+                _ => out.push('\u{241b}'),
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            '\t' => out.push(' '),
+            c if (c as u32) < 0x20 => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('�')),
+            '\u{7f}' => out.push('\u{2421}'),
+            c if is_c1(c) || is_bidi_control(c) => out.push('�'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `text` could be written to a terminal as is: no controls, no bidi controls.
+/// Tests and debug assertions use it to check [`inert`]'s promise.
+pub fn is_inert(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| (c as u32) < 0x20 || c == '\u{7f}' || is_c1(c) || is_bidi_control(c))
+}
+
+fn is_c1(c: char) -> bool {
+    ('\u{80}'..='\u{9f}').contains(&c)
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Skips a CSI sequence after its introducer: parameter and intermediate bytes up to a final
+/// byte in '@'..='~'. A control or a non-ASCII character inside ends it early (the terminal
+/// would abort the sequence there too), and that character is left for the caller.
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(&c) = chars.peek() {
+        match c {
+            '\u{20}'..='\u{3f}' => {
+                chars.next();
+            }
+            '\u{40}'..='\u{7e}' => {
+                chars.next();
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Skips a control string (OSC, DCS, ...) up to and including BEL, `ESC \` or 8-bit ST.
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{7}' | '\u{9c}' => return,
+            '\u{1b}' => {
+                if chars.peek() == Some(&'\\') {
+                    chars.next();
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_are_dropped_and_words_kept() {
+        assert_eq!(inert("\u{1b}[31mERROR\u{1b}[0m disk full"), "ERROR disk full");
+    }
+
+    #[test]
+    fn title_change_and_its_payload_never_pass() {
+        let out = inert("before\u{1b}]0;pwned\u{7}after");
+        assert_eq!(out, "beforeafter");
+        let out = inert("a\u{1b}]2;x\u{1b}\\b");
+        assert_eq!(out, "ab");
+        let out = inert("unterminated \u{1b}]0;still hidden");
+        assert_eq!(out, "unterminated ");
+    }
+
+    #[test]
+    fn eight_bit_forms_are_handled_like_seven_bit() {
+        assert_eq!(inert("x\u{9b}2Jy"), "xy");
+        assert_eq!(inert("x\u{9d}0;t\u{9c}y"), "xy");
+        assert_eq!(inert("x\u{85}y"), "x�y");
+    }
+
+    #[test]
+    fn other_controls_become_visible() {
+        assert_eq!(inert("a\rb\u{8}c\u{7}"), "a\u{240d}b\u{2408}c\u{2407}");
+        assert_eq!(inert("a\u{1b}cb"), "a\u{241b}cb");
+        assert_eq!(inert("t\tab"), "t ab");
+    }
+
+    #[test]
+    fn bidi_overrides_cannot_reorder_text() {
+        assert_eq!(inert("invoice\u{202e}fdp.exe"), "invoice�fdp.exe");
+        assert!(is_inert(&inert("\u{2066}x\u{2069}")));
+    }
+}

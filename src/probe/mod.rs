@@ -1,0 +1,61 @@
+//! Probes: the world -> [`Evidence`].
+//!
+//! Each probe reads one kind of source (file times, progress files, SQLite progress tables,
+//! run manifests, locks and `/proc`, checks) and answers a [`Reading`]: found, empty, or a
+//! fault with its error. A probe never panics and never returns an `Err` that aborts the
+//! whole pass: a failure to read is data. Probes do not judge; `core::assess` does.
+
+pub mod checks;
+pub mod count;
+pub mod files;
+pub mod lock;
+pub mod manifest;
+pub mod proc;
+pub mod table;
+
+use crate::config::JobSpec;
+use crate::core::{Evidence, Reading};
+
+pub use count::LineCounter;
+
+/// Gathers evidence for jobs, remembering what it has counted so far, so that a progress file
+/// is counted incrementally within one process.
+#[derive(Debug, Default)]
+pub struct Prober {
+    counter: LineCounter,
+}
+
+impl Prober {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads every source `job` declares, except its checks (they run on their own schedule,
+    /// see [`checks`]). Never fails: a source that cannot be read is a fault in the evidence.
+    pub fn gather(&mut self, job: &JobSpec) -> Evidence {
+        let lock = job.lock.as_deref().map(lock::read_lock);
+        let resource_lock = match (&job.resource_lock, &job.lock) {
+            (Some(resource), Some(own)) if resource == own => None,
+            (Some(resource), _) => Some(lock::read_lock(resource)),
+            (None, _) => None,
+        };
+        Evidence {
+            lock,
+            resource_lock,
+            log: job.log.as_deref().map(files::stamp),
+            progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
+            progress_table: job.progress_table.as_ref().map(table::read_progress_table),
+            manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            checks: Vec::new(),
+            started_before: false,
+        }
+    }
+}
+
+/// Formats an I/O error for a fault, naming what was being read.
+pub(crate) fn fault<T>(what: &std::path::Path, error: impl std::fmt::Display) -> Reading<T> {
+    Reading::Fault(crate::core::text::inert(&format!(
+        "cannot read '{}': {error}",
+        what.display()
+    )))
+}
