@@ -1,12 +1,41 @@
-//! Finding, reading and validating the jobs file. Stub: the real loader replaces it.
+//! Finding, reading and validating the jobs file.
+//!
+//! This module owns the edges of loading: where the jobs file is looked for
+//! ([`find_config_path`]), reading it safely ([`load`]: a regular file, not writable by
+//! others, not absurdly large, UTF-8), and parsing it with limits that refuse an alias bomb
+//! quickly ([`load_str`]). The refusals of SPEC §2 live in `validate`, their wording in
+//! `diagnose`, the YAML's shape in `raw`. It must not probe the world beyond the jobs file
+//! and the folders above it: whether a log or lock exists is evidence, never a config error.
 
+mod diagnose;
+mod raw;
+mod validate;
+
+use std::ffi::OsString;
 use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use serde_saphyr::{DuplicateKeyPolicy, Spanned};
+
+use self::diagnose::{Source, quote};
+use self::raw::RawFile;
+use self::validate::Env;
 use super::Config;
+
+/// A jobs file larger than this is refused before parsing: no real watch list comes near
+/// it, and reading an arbitrary file (a log passed by mistake) into memory must stay bounded.
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Why the jobs file was refused. `Display` gives `file:line:col: message`, or `file: message`
 /// when there is no position (a missing or unreadable file).
+///
+/// When the refusal points into the file, `message` has three lines: the refusal itself
+/// (the offending value in 'single quotes' and what would be accepted), then the source
+/// line and a caret under the offending text. [`ConfigError::summary`] is the first line
+/// alone, for places that have room for one line only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub path: PathBuf,
@@ -16,11 +45,31 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// The refusal without its source snippet: one line, for a status bar or a JSON field.
+    pub fn summary(&self) -> &str {
+        self.message.lines().next().unwrap_or_default()
+    }
+
+    fn without_position(path: &Path, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            path: path.to_path_buf(),
+            position: None,
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.position {
             Some((line, column)) => {
-                write!(f, "{}:{line}:{column}: {}", self.path.display(), self.message)
+                write!(
+                    f,
+                    "{}:{line}:{column}: {}",
+                    self.path.display(),
+                    self.message
+                )
             }
             None => write!(f, "{}: {}", self.path.display(), self.message),
         }
@@ -31,19 +80,357 @@ impl std::error::Error for ConfigError {}
 
 /// Where the jobs file is: `explicit` (`--config`), else `$MIHARI_CONFIG`, else
 /// `$XDG_CONFIG_HOME/mihari/jobs.yaml`, else `~/.config/mihari/jobs.yaml`.
+///
+/// The first of these that is set wins, whether or not a file is there: silently falling
+/// back to another file would watch a list the operator did not mean. Empty variables count
+/// as unset, and a relative `$XDG_CONFIG_HOME` is ignored, as the XDG spec asks.
 pub fn find_config_path(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
-    let _ = explicit;
-    todo!()
+    find_config_path_with(explicit, |name| std::env::var_os(name))
+}
+
+/// [`find_config_path`] with the environment passed in, so the order can be tested without
+/// touching the process-global environment.
+fn find_config_path_with(
+    explicit: Option<&Path>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(explicit) = explicit {
+        if explicit.as_os_str().is_empty() {
+            return Err(ConfigError::without_position(
+                explicit,
+                "--config was given an empty path (''): pass the path of the jobs file",
+            ));
+        }
+        return Ok(explicit.to_path_buf());
+    }
+    let set = |name: &str| {
+        var(name)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(path) = set("MIHARI_CONFIG") {
+        return Ok(path);
+    }
+    if let Some(xdg) = set("XDG_CONFIG_HOME").filter(|p| p.is_absolute()) {
+        return Ok(xdg.join("mihari").join("jobs.yaml"));
+    }
+    if let Some(home) = set("HOME") {
+        return Ok(home.join(".config").join("mihari").join("jobs.yaml"));
+    }
+    Err(ConfigError::without_position(
+        Path::new("$HOME/.config/mihari/jobs.yaml"),
+        "cannot tell where the jobs file is: none of --config, $MIHARI_CONFIG, \
+         $XDG_CONFIG_HOME, $HOME is set; pass --config",
+    ))
 }
 
 /// Reads, checks the permissions of, and validates the jobs file at `path`.
+///
+/// The file names commands that will run, so it is refused when it, or a folder above it
+/// without the sticky bit, is writable by group or others: whoever can write there could
+/// make mihari run anything. The check reads the open file's own metadata, so the file
+/// that was checked is the file that is read.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let _ = path;
-    todo!()
+    // Refuse what is not a regular file before opening it: opening a FIFO would block.
+    let meta = fs::metadata(path).map_err(|err| unreadable(path, &err))?;
+    if meta.is_dir() {
+        return Err(ConfigError::without_position(
+            path,
+            format!(
+                "{} is a folder, not a jobs file: pass the path of the file itself, \
+                 like --config {}",
+                quote(&path.display().to_string()),
+                path.join("jobs.yaml").display()
+            ),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(ConfigError::without_position(
+            path,
+            format!(
+                "{} is not a regular file: the jobs file must be a plain file; pass --config",
+                quote(&path.display().to_string())
+            ),
+        ));
+    }
+    let file = File::open(path).map_err(|err| unreadable(path, &err))?;
+    let meta = file.metadata().map_err(|err| unreadable(path, &err))?;
+    check_not_writable_by_others(path, meta.mode())?;
+    check_folders(path)?;
+
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large(path));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| unreadable(path, &err))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_FILE_BYTES {
+        return Err(too_large(path));
+    }
+    let text = String::from_utf8(bytes).map_err(|err| not_utf8(path, &err))?;
+    load_str(&text, path)
 }
 
 /// Validates `source` as the jobs file at `path`, without touching the file system.
+///
+/// `path` names the file in refusals and anchors relative paths (its folder, made absolute
+/// against the current directory when relative). `$HOME` and `$XDG_STATE_HOME` are read
+/// here, for `~/` and the default `state_dir`.
 pub fn load_str(source: &str, path: &Path) -> Result<Config, ConfigError> {
-    let _ = (source, path);
-    todo!()
+    let env = Env {
+        home: std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(PathBuf::from),
+        xdg_state_home: std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+    };
+    load_str_with(source, path, &env)
+}
+
+/// [`load_str`] with the environment passed in.
+fn load_str_with(source: &str, path: &Path, env: &Env) -> Result<Config, ConfigError> {
+    let src = Source { text: source, path };
+    let file = std::path::absolute(path).map_err(|err| {
+        ConfigError::without_position(
+            path,
+            format!(
+                "cannot make the path of the jobs file absolute ({err}); pass an absolute --config"
+            ),
+        )
+    })?;
+    if u64::try_from(source.len()).unwrap_or(u64::MAX) > MAX_FILE_BYTES {
+        return Err(too_large(path));
+    }
+    let parsed: Option<Spanned<RawFile>> =
+        serde_saphyr::from_str_with_options(source, yaml_options())
+            .map_err(|err| src.yaml_error(&err))?;
+    validate::validate(parsed, &src, &file, env)
+}
+
+/// How the YAML is read: YAML 1.2 booleans only (yes/no/on/off are refused, not guessed),
+/// duplicate keys refused, and budgets far above any real jobs file but low enough that an
+/// alias bomb ("billion laughs") is refused after a bounded amount of work and memory.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        duplicate_keys: DuplicateKeyPolicy::Error,
+        budget: serde_saphyr::budget! {
+            max_events: 200_000,
+            max_nodes: 100_000,
+            max_aliases: 2_000,
+            max_anchors: 2_000,
+            max_depth: 32,
+            max_merge_keys: 2_000,
+            max_total_scalar_bytes: 4 * 1024 * 1024,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 10_000,
+            max_replay_stack_depth: 16,
+            max_alias_expansions_per_anchor: 1_000,
+        },
+    }
+}
+
+/// Refuses a file writable by group or others. Position 1:1: it is about the whole file.
+fn check_not_writable_by_others(path: &Path, mode: u32) -> Result<(), ConfigError> {
+    if mode & 0o022 == 0 {
+        return Ok(());
+    }
+    let shown = path.display().to_string();
+    Err(ConfigError {
+        path: path.to_path_buf(),
+        position: Some((1, 1)),
+        message: format!(
+            "{} has mode {}: it is writable by group or others, and it names commands that \
+             will run; run: chmod go-w {}",
+            quote(&shown),
+            quote(&format!("{:04o}", mode & 0o7777)),
+            shell_word(&shown)
+        ),
+    })
+}
+
+/// Refuses when a folder above the file is writable by group or others without the sticky
+/// bit: anyone who can write there can replace the file. Both the folders as written and
+/// the folders of the real file (after symlinks) count. A folder that cannot be examined is
+/// skipped: the file was just opened through it, and the file's own check still holds.
+fn check_folders(path: &Path) -> Result<(), ConfigError> {
+    let mut folders: Vec<PathBuf> = Vec::new();
+    if let Ok(absolute) = std::path::absolute(path) {
+        folders.extend(absolute.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    if let Ok(real) = fs::canonicalize(path) {
+        folders.extend(real.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for folder in folders {
+        if folder.as_os_str().is_empty() || !seen.insert(folder.clone()) {
+            continue;
+        }
+        let Ok(meta) = fs::metadata(&folder) else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            let shown = folder.display().to_string();
+            return Err(ConfigError {
+                path: path.to_path_buf(),
+                position: Some((1, 1)),
+                message: format!(
+                    "the folder {} holding the jobs file has mode {}: it is writable by group \
+                     or others without the sticky bit, so anyone there could replace the file, \
+                     and it names commands that will run; run: chmod go-w {}",
+                    quote(&shown),
+                    quote(&format!("{:04o}", mode & 0o7777)),
+                    shell_word(&shown)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `text` as one shell word, quoted only when it needs to be, for a command to copy.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ',' | ':' | '@')
+        });
+    if plain {
+        text.to_owned()
+    } else {
+        format!(
+            "'{}'",
+            crate::core::text::inert(text).replace('\'', r"'\''")
+        )
+    }
+}
+
+/// A file that cannot be opened or read, in words that say what to do.
+fn unreadable(path: &Path, err: &io::Error) -> ConfigError {
+    let message = match err.kind() {
+        io::ErrorKind::NotFound => {
+            "no jobs file here: create it, see jobs.example.yaml, or pass --config".to_owned()
+        }
+        io::ErrorKind::PermissionDenied => format!(
+            "cannot read the jobs file ({err}): make it readable by this user, or pass --config"
+        ),
+        io::ErrorKind::IsADirectory => {
+            "is a folder, not a jobs file: pass the path of the file itself (--config)".to_owned()
+        }
+        _ => format!("cannot read the jobs file ({err}): check the path, or pass --config"),
+    };
+    ConfigError::without_position(path, message)
+}
+
+fn too_large(path: &Path) -> ConfigError {
+    ConfigError::without_position(
+        path,
+        format!(
+            "the file is larger than {} MiB: no jobs file is this large; is this the right file? \
+             pass --config",
+            MAX_FILE_BYTES / 1024 / 1024
+        ),
+    )
+}
+
+/// Points at the first byte that is not UTF-8.
+fn not_utf8(path: &Path, err: &std::string::FromUtf8Error) -> ConfigError {
+    let bytes = err.as_bytes();
+    let valid = &bytes[..err.utf8_error().valid_up_to()];
+    // The valid prefix is UTF-8 by construction; count lines and characters in it.
+    let prefix = std::str::from_utf8(valid).unwrap_or_default();
+    let line = prefix.matches('\n').count() + 1;
+    let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let byte = bytes.get(valid.len()).copied().unwrap_or_default();
+    ConfigError {
+        path: path.to_path_buf(),
+        position: Some((line as u64, column as u64)),
+        message: format!(
+            "the file is not UTF-8 text: byte '\\x{byte:02x}' cannot start a character here; \
+             save the file as UTF-8"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(explicit: Option<&str>, vars: &[(&str, &str)]) -> Result<PathBuf, ConfigError> {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
+        find_config_path_with(explicit.map(Path::new), |name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn lookup_order_is_flag_then_mihari_config_then_xdg_then_home() {
+        let all = [
+            ("MIHARI_CONFIG", "/m/jobs.yaml"),
+            ("XDG_CONFIG_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(
+            lookup(Some("/f.yaml"), &all).ok(),
+            Some(PathBuf::from("/f.yaml"))
+        );
+        assert_eq!(lookup(None, &all).ok(), Some(PathBuf::from("/m/jobs.yaml")));
+        assert_eq!(
+            lookup(None, &all[1..]).ok(),
+            Some(PathBuf::from("/x/mihari/jobs.yaml"))
+        );
+        assert_eq!(
+            lookup(None, &all[2..]).ok(),
+            Some(PathBuf::from("/h/.config/mihari/jobs.yaml"))
+        );
+        assert!(lookup(None, &[]).is_err());
+    }
+
+    #[test]
+    fn empty_and_relative_variables_are_skipped() {
+        let vars = [
+            ("MIHARI_CONFIG", ""),
+            ("XDG_CONFIG_HOME", "rel"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(
+            lookup(None, &vars).ok(),
+            Some(PathBuf::from("/h/.config/mihari/jobs.yaml"))
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_environment_passed_in() {
+        let path = Path::new("/etc/mihari/jobs.yaml");
+        let source = "jobs: []\n";
+        let xdg = Env {
+            home: Some("/h".into()),
+            xdg_state_home: Some("/s".into()),
+        };
+        let config = load_str_with(source, path, &xdg).expect("valid");
+        assert_eq!(config.settings.state_dir, PathBuf::from("/s/mihari"));
+        let home = Env {
+            home: Some("/h".into()),
+            xdg_state_home: None,
+        };
+        let config = load_str_with(source, path, &home).expect("valid");
+        assert_eq!(
+            config.settings.state_dir,
+            PathBuf::from("/h/.local/state/mihari")
+        );
+        let neither = Env::default();
+        assert!(load_str_with(source, path, &neither).is_err());
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("/a/b.yaml"), "/a/b.yaml");
+        assert_eq!(shell_word("/a b/it's"), r"'/a b/it'\''s'");
+    }
 }

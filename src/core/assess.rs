@@ -1,30 +1,526 @@
-//! assess(): one job's evidence -> its state, reasons and bucket. (being written)
+//! `assess()`: one job's evidence at one moment -> its state, its reasons and its bucket.
+//!
+//! This is SPEC §4 as a pure function. The clock is an argument; nothing here reads a file,
+//! a process or the time. Two rules shape everything below: progress age is the freshest of
+//! all sources (never the first one that exists: that was the 303 s false stall), and a fault
+//! or an unknown is never rounded to "no progress" or "dead".
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::evidence::{CheckOutcome, Evidence, Liveness};
-use crate::config::JobSpec;
+use super::evidence::{CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, Reading};
+use crate::config::{JobSpec, Predicate};
 
+/// The state of a job, in the order SPEC §4 decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum State {
+    /// The lock exists but its holder is dead: followers would wait forever.
+    DeadLockStale,
+    /// The lock exists but the holder's liveness cannot be decided, or a predicate or a
+    /// stall cannot be judged because a source is faulty. Never acted on.
+    Unknown,
+    /// Alive, but no progress for longer than `stall_sec`.
+    Stalled,
+    /// Alive and progressing.
+    Running,
+    /// Not running, and every `should_run_when` predicate holds: the 57 minutes nobody saw.
+    ShouldBeRunning,
+    /// Not running, and done has reached `expected_total`.
+    Complete,
+    /// Not running, and not due.
+    NotRunning,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::DeadLockStale => "DEAD_LOCK_STALE",
+            State::Unknown => "UNKNOWN",
+            State::Stalled => "STALLED",
+            State::Running => "RUNNING",
+            State::ShouldBeRunning => "SHOULD_BE_RUNNING",
+            State::Complete => "COMPLETE",
+            State::NotRunning => "NOT_RUNNING",
+        }
+    }
+
+    pub const ALL: [State; 7] = [
+        State::DeadLockStale,
+        State::Unknown,
+        State::Stalled,
+        State::Running,
+        State::ShouldBeRunning,
+        State::Complete,
+        State::NotRunning,
+    ];
+}
+
+/// The sections of the action list, in the fixed order the operator works them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Bucket {
+    Restart,
+    Red,
+    Stale,
+    Dispatch,
+}
+
+impl Bucket {
+    pub const ORDER: [Bucket; 4] = [
+        Bucket::Restart,
+        Bucket::Red,
+        Bucket::Stale,
+        Bucket::Dispatch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Restart => "RESTART",
+            Bucket::Red => "RED",
+            Bucket::Stale => "STALE",
+            Bucket::Dispatch => "DISPATCH",
+        }
+    }
+}
+
+/// Which source the progress age was taken from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum State { DeadLockStale, Unknown, Stalled, Running, ShouldBeRunning, Complete, NotRunning }
+#[serde(rename_all = "snake_case")]
+pub enum ProgressSource {
+    Log,
+    ProgressFile,
+    ProgressTable,
+    Manifest,
+    /// No source has a reading yet: the age counts from when the holder started.
+    HolderStart,
+}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Bucket { Restart, Red, Stale, Dispatch }
+impl ProgressSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgressSource::Log => "log",
+            ProgressSource::ProgressFile => "progress_file",
+            ProgressSource::ProgressTable => "progress_table",
+            ProgressSource::Manifest => "manifest",
+            ProgressSource::HolderStart => "holder_start",
+        }
+    }
+}
 
+/// The verdict on one job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Assessment {
     pub id: String,
     pub state: State,
+    /// The action-list section, or `None` for a job that needs nothing.
     pub bucket: Option<Bucket>,
+    /// `None` when no lock file exists (or none is declared).
     pub liveness: Option<Liveness>,
     pub pid: Option<u32>,
+    /// Seconds since the freshest reading of any source (never negative).
+    pub progress_age_sec: Option<f64>,
+    pub progress_source: Option<ProgressSource>,
+    pub done: Option<u64>,
+    pub expected_total: Option<u64>,
+    /// Why, in plain words; the first reason explains the state.
     pub reasons: Vec<String>,
     pub checks: Vec<CheckOutcome>,
+    /// Whether anything shows the job has run before (decides RESTART versus DISPATCH).
+    pub started_before: bool,
+    /// For a DISPATCH row while something is RED: why it is held. Set by [`super::order`].
+    pub held: Option<String>,
 }
 
+/// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
 pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessment {
-    let _ = (evidence, now);
-    Assessment { id: job.id.clone(), state: State::NotRunning, bucket: None, liveness: None, pid: None, reasons: vec![], checks: vec![] }
+    let progress = Progress::of(evidence);
+    let done = Done::of(evidence);
+    let started_before = has_started_before(evidence);
+    let mut reasons = Vec::new();
+
+    let holder = match &evidence.lock {
+        Some(Reading::Found(holder)) => Some(holder),
+        _ => None,
+    };
+    let age_sec = progress
+        .newest
+        .map(|(at, source)| (seconds_between(at, now), source))
+        .or_else(|| {
+            holder
+                .filter(|h| h.liveness == Liveness::Alive)
+                .and_then(|h| h.started_at)
+                .map(|at| (seconds_between(at, now), ProgressSource::HolderStart))
+        });
+
+    let state = if let Some(Reading::Fault(error)) = &evidence.lock {
+        reasons.push(format!(
+            "lock: fault: {error}; cannot tell whether a holder is alive"
+        ));
+        State::Unknown
+    } else if let Some(holder) = holder {
+        judge_holder(job, holder, age_sec, &progress, &mut reasons)
+    } else if let Some((age, source)) = age_sec.filter(|_| job.lock.is_none())
+        && age <= job.stall_sec as f64
+    {
+        reasons.push(format!(
+            "no lock declared; progress {} ago ({}) counts as running",
+            fmt_secs(age),
+            source.as_str()
+        ));
+        State::Running
+    } else {
+        judge_not_holding(job, evidence, &done, &mut reasons)
+    };
+
+    // Done faults come from the same countable sources, so this names each fault once.
+    for (source, error) in &progress.faults {
+        reasons.push(format!("{source}: fault: {error}"));
+    }
+
+    let mut check_trouble = false;
+    let mut check_failed = false;
+    for check in &evidence.checks {
+        match check.result {
+            CheckResult::Pass => {}
+            CheckResult::Fail => {
+                check_failed = true;
+                reasons.push(format!("check '{}' failed: {}", check.name, check.detail));
+            }
+            CheckResult::Fault | CheckResult::Refusal => {
+                check_trouble = true;
+                reasons.push(format!(
+                    "check '{}': {}: {} (not a pass: cannot tell whether the rule holds)",
+                    check.name,
+                    check.result.as_str(),
+                    check.detail
+                ));
+            }
+        }
+    }
+
+    let bucket = match state {
+        State::DeadLockStale => Some(Bucket::Restart),
+        State::ShouldBeRunning if started_before => Some(Bucket::Restart),
+        _ if check_failed => Some(Bucket::Red),
+        State::Stalled | State::Unknown => Some(Bucket::Stale),
+        _ if check_trouble => Some(Bucket::Stale),
+        State::ShouldBeRunning => Some(Bucket::Dispatch),
+        _ => None,
+    };
+
+    let liveness = match &evidence.lock {
+        Some(Reading::Found(holder)) => Some(holder.liveness),
+        Some(Reading::Fault(_)) => Some(Liveness::Unknown),
+        _ => None,
+    };
+
+    Assessment {
+        id: job.id.clone(),
+        state,
+        bucket,
+        liveness,
+        pid: holder.and_then(|h| h.pid),
+        progress_age_sec: age_sec.map(|(age, _)| age),
+        progress_source: age_sec.map(|(_, source)| source),
+        done: done.known(),
+        expected_total: job.expected_total,
+        reasons,
+        checks: evidence.checks.clone(),
+        started_before,
+        held: None,
+    }
+}
+
+/// The state of a job whose lock file exists.
+fn judge_holder(
+    job: &JobSpec,
+    holder: &LockHolder,
+    age_sec: Option<(f64, ProgressSource)>,
+    progress: &Progress,
+    reasons: &mut Vec<String>,
+) -> State {
+    let who = match holder.pid {
+        Some(pid) => format!("lock held by pid {pid}"),
+        None => "lock file exists".to_string(),
+    };
+    match holder.liveness {
+        Liveness::Dead => {
+            reasons.push(format!("{who}, process gone: {}", holder.why));
+            State::DeadLockStale
+        }
+        Liveness::Unknown => {
+            reasons.push(format!(
+                "{who}, liveness unknown: {}; never released or restarted while unknown",
+                holder.why
+            ));
+            State::Unknown
+        }
+        Liveness::Alive => match age_sec {
+            Some((age, source)) if age > job.stall_sec as f64 => {
+                if progress.faults.is_empty() {
+                    reasons.push(format!(
+                        "{who}, alive, but no progress for {} (freshest: {}; stall_sec {})",
+                        fmt_secs(age),
+                        source.as_str(),
+                        job.stall_sec
+                    ));
+                    State::Stalled
+                } else {
+                    let faulty: Vec<&str> = progress.faults.iter().map(|(s, _)| *s).collect();
+                    reasons.push(format!(
+                        "{who}, alive; no progress seen for {} (stall_sec {}), but {} could not \
+                         be read: cannot tell a stall from a read failure",
+                        fmt_secs(age),
+                        job.stall_sec,
+                        faulty.join(" and ")
+                    ));
+                    State::Unknown
+                }
+            }
+            Some((age, source)) => {
+                reasons.push(format!(
+                    "{who}, alive; progress {} ago ({})",
+                    fmt_secs(age),
+                    source.as_str()
+                ));
+                State::Running
+            }
+            None => {
+                reasons.push(format!("{who}, alive; no progress recorded yet"));
+                State::Running
+            }
+        },
+    }
+}
+
+/// The state of a job that holds no lock: should it run, is it complete, or neither?
+fn judge_not_holding(
+    job: &JobSpec,
+    evidence: &Evidence,
+    done: &Done,
+    reasons: &mut Vec<String>,
+) -> State {
+    let mut held = Vec::new();
+    let mut failed = Vec::new();
+    let mut undecidable = Vec::new();
+    for predicate in &job.should_run_when {
+        match evaluate(*predicate, job, evidence, done) {
+            Verdict::Holds(why) => held.push(format!("{} ({why})", predicate.as_str())),
+            Verdict::Fails(why) => failed.push(format!("{} is false: {why}", predicate.as_str())),
+            Verdict::Undecidable(why) => {
+                undecidable.push(format!("{} cannot be evaluated: {why}", predicate.as_str()))
+            }
+        }
+    }
+    let complete = match (done.known(), job.expected_total) {
+        (Some(done), Some(total)) => done >= total,
+        _ => false,
+    };
+    if !undecidable.is_empty() {
+        reasons.push(format!(
+            "not running; cannot tell whether it should run: {}",
+            undecidable.join("; ")
+        ));
+        State::Unknown
+    } else if failed.is_empty() {
+        reasons.push(format!("not running, but should: {}", held.join(" and ")));
+        State::ShouldBeRunning
+    } else if complete {
+        reasons.push(format!(
+            "complete: {} of {} done",
+            done.known().unwrap_or(0),
+            job.expected_total.unwrap_or(0)
+        ));
+        State::Complete
+    } else {
+        reasons.push(format!("not running, and not due: {}", failed.join("; ")));
+        State::NotRunning
+    }
+}
+
+enum Verdict {
+    Holds(String),
+    Fails(String),
+    Undecidable(String),
+}
+
+fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Done) -> Verdict {
+    match predicate {
+        Predicate::NotComplete => match (done, job.expected_total) {
+            (Done::Fault(error), _) => Verdict::Undecidable(error.clone()),
+            (_, None) => Verdict::Undecidable("no expected_total".to_string()),
+            (done, Some(total)) => {
+                let done = done.known().unwrap_or(0);
+                if done < total {
+                    Verdict::Holds(format!("{done} of {total} done"))
+                } else {
+                    Verdict::Fails(format!("{done} of {total} done"))
+                }
+            }
+        },
+        Predicate::ResourceFree => {
+            let reading = evidence.resource_lock.as_ref().or(evidence.lock.as_ref());
+            match reading {
+                None | Some(Reading::Empty) => Verdict::Holds("no lock held".to_string()),
+                Some(Reading::Fault(error)) => {
+                    Verdict::Undecidable(format!("lock: fault: {error}"))
+                }
+                Some(Reading::Found(holder)) => {
+                    let who = holder
+                        .pid
+                        .map_or_else(|| "its holder".to_string(), |pid| format!("pid {pid}"));
+                    match holder.liveness {
+                        Liveness::Alive => Verdict::Fails(format!("{who} holds it, alive")),
+                        Liveness::Dead => {
+                            Verdict::Holds(format!("{who} held it and is gone: {}", holder.why))
+                        }
+                        Liveness::Unknown => Verdict::Undecidable(format!(
+                            "{who} holds it, liveness unknown: {}",
+                            holder.why
+                        )),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The freshest reading over every source, and the sources that could not be read.
+struct Progress {
+    newest: Option<(DateTime<Utc>, ProgressSource)>,
+    faults: Vec<(&'static str, String)>,
+}
+
+impl Progress {
+    fn of(evidence: &Evidence) -> Self {
+        let mut newest: Option<(DateTime<Utc>, ProgressSource)> = None;
+        let mut faults = Vec::new();
+        let mut consider = |at: Option<DateTime<Utc>>, source: ProgressSource| {
+            if let Some(at) = at
+                && newest.is_none_or(|(best, _)| at > best)
+            {
+                newest = Some((at, source));
+            }
+        };
+        if let Some(reading) = &evidence.log {
+            consider(reading.found().map(|r| r.modified), ProgressSource::Log);
+        }
+        if let Some(reading) = &evidence.progress_file {
+            consider(
+                reading.found().map(|r| r.modified),
+                ProgressSource::ProgressFile,
+            );
+        }
+        if let Some(reading) = &evidence.progress_table {
+            consider(
+                reading.found().map(|r| r.newest),
+                ProgressSource::ProgressTable,
+            );
+        }
+        if let Some(reading) = &evidence.manifest {
+            consider(
+                reading.found().map(|r| r.updated_at),
+                ProgressSource::Manifest,
+            );
+        }
+        let sources = [
+            ("log", evidence.log.as_ref().and_then(|r| r.fault())),
+            (
+                "progress_file",
+                evidence.progress_file.as_ref().and_then(|r| r.fault()),
+            ),
+            (
+                "progress_table",
+                evidence.progress_table.as_ref().and_then(|r| r.fault()),
+            ),
+            (
+                "manifest",
+                evidence.manifest.as_ref().and_then(|r| r.fault()),
+            ),
+        ];
+        for (name, fault) in sources {
+            if let Some(error) = fault {
+                faults.push((name, error.to_string()));
+            }
+        }
+        Progress { newest, faults }
+    }
+}
+
+/// How many items are done, over every countable source (the largest count wins).
+enum Done {
+    /// No countable source is declared.
+    Undeclared,
+    Known(u64),
+    /// A countable source could not be read: done is not known, and is never taken as 0.
+    Fault(String),
+}
+
+impl Done {
+    fn of(evidence: &Evidence) -> Self {
+        let mut known: Option<u64> = None;
+        let mut fault = None;
+        let mut add = |count: u64| known = Some(known.map_or(count, |k| k.max(count)));
+        match &evidence.progress_file {
+            Some(Reading::Found(count)) => add(count.done),
+            Some(Reading::Empty) => add(0),
+            Some(Reading::Fault(error)) => fault = Some(format!("progress_file: fault: {error}")),
+            None => {}
+        }
+        match &evidence.progress_table {
+            Some(Reading::Found(table)) => add(table.rows),
+            Some(Reading::Empty) => add(0),
+            Some(Reading::Fault(error)) => {
+                fault.get_or_insert(format!("progress_table: fault: {error}"));
+            }
+            None => {}
+        }
+        match (fault, known) {
+            (Some(error), _) => Done::Fault(error),
+            (None, Some(count)) => Done::Known(count),
+            (None, None) => Done::Undeclared,
+        }
+    }
+
+    fn known(&self) -> Option<u64> {
+        match self {
+            Done::Known(count) => Some(*count),
+            _ => None,
+        }
+    }
+}
+
+/// Whether anything shows the job ran before: a log, a manifest, counted progress, a lock, a
+/// start in the event log. A source that cannot be read counts as a trace: something is there.
+fn has_started_before(evidence: &Evidence) -> bool {
+    fn present<T>(reading: &Option<Reading<T>>) -> bool {
+        matches!(reading, Some(Reading::Found(_) | Reading::Fault(_)))
+    }
+    evidence.started_before
+        || present(&evidence.log)
+        || present(&evidence.manifest)
+        || present(&evidence.progress_file)
+        || present(&evidence.progress_table)
+        || present(&evidence.lock)
+}
+
+/// Seconds from `then` to `now`, never negative (a file stamped in the future is fresh).
+fn seconds_between(then: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+    let ms = (now - then).num_milliseconds().max(0);
+    ms as f64 / 1000.0
+}
+
+/// A duration for reasons: "42 s", "6 min 52 s", "3 h 05 min", "2 d 04 h".
+///
+/// Seconds are rounded up, so the words agree with the verdict: with a whole-second
+/// `stall_sec`, `age > stall_sec` exactly when the shown age is greater too.
+pub fn fmt_secs(secs: f64) -> String {
+    let s = secs.max(0.0).ceil() as u64;
+    match s {
+        0..=999 => format!("{s} s"),
+        1000..=7199 => format!("{} min {} s", s / 60, s % 60),
+        7200..=172_799 => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {:02} h", s / 86_400, (s % 86_400) / 3600),
+    }
 }

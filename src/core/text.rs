@@ -104,7 +104,10 @@ mod tests {
 
     #[test]
     fn colours_are_dropped_and_words_kept() {
-        assert_eq!(inert("\u{1b}[31mERROR\u{1b}[0m disk full"), "ERROR disk full");
+        assert_eq!(
+            inert("\u{1b}[31mERROR\u{1b}[0m disk full"),
+            "ERROR disk full"
+        );
     }
 
     #[test]

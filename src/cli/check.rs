@@ -1,0 +1,307 @@
+//! `mihari check`: one assessment of every job, printed as a table, JSON or Prometheus text.
+//!
+//! The exit code follows the Nagios convention so cron, systemd and monitoring systems can
+//! act on it: 0 OK, 1 WARNING (STALE or DISPATCH), 2 CRITICAL (RESTART or RED), 3 UNKNOWN
+//! (bad config, cannot assess). Renderers write to any `Write`, so tests run them in-process.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::core::assess::fmt_secs;
+use crate::core::text::inert;
+use crate::core::{Assessment, Bucket, CheckOutcome};
+use crate::engine::{Engine, Snapshot};
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_WARNING: u8 = 1;
+pub const EXIT_CRITICAL: u8 = 2;
+pub const EXIT_UNKNOWN: u8 = 3;
+
+/// How `check` prints its snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckFormat {
+    Table,
+    Json,
+    Prometheus,
+}
+
+pub(super) fn run(config: Option<&Path>, format: CheckFormat, out: &mut impl Write) -> ExitCode {
+    let config = match super::load_config(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let mut engine = Engine::new(config);
+    engine.run_checks(None);
+    let snapshot = engine.snapshot(Utc::now());
+    let written = match format {
+        CheckFormat::Table => render_table(&snapshot, out),
+        CheckFormat::Json => render_json(&snapshot, out),
+        CheckFormat::Prometheus => render_prometheus(&snapshot, out),
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::from(status_code(&snapshot)),
+        // A closed pipe (`mihari check | head`) is not a reason to report UNKNOWN.
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::from(status_code(&snapshot))
+        }
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "mihari: cannot write the report: {error}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+/// The Nagios status of a snapshot: the worst bucket present decides.
+pub fn status_code(snapshot: &Snapshot) -> u8 {
+    match snapshot.list.worst() {
+        Some(Bucket::Restart | Bucket::Red) => EXIT_CRITICAL,
+        Some(Bucket::Stale | Bucket::Dispatch) => EXIT_WARNING,
+        None => EXIT_OK,
+    }
+}
+
+/// A readable table in action-list order, each row followed by its reasons.
+pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    let list = &snapshot.list;
+    let total = list.actions.len() + list.rest.len();
+    let counts: Vec<String> = list
+        .counts()
+        .iter()
+        .map(|(bucket, n)| format!("{} {n}", bucket.as_str()))
+        .collect();
+    writeln!(
+        out,
+        "mihari check · {} · {total} job{} · {}",
+        snapshot.generated_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        if total == 1 { "" } else { "s" },
+        counts.join(" · ")
+    )?;
+    if let Some(why) = &list.dispatch_held {
+        writeln!(out, "dispatch held: {}", inert(why))?;
+    }
+    for notice in &snapshot.notices {
+        writeln!(out, "notice: {}", inert(notice))?;
+    }
+    if total == 0 {
+        writeln!(
+            out,
+            "\nno jobs declared: add some under 'jobs:' (see jobs.example.yaml)"
+        )?;
+        return Ok(());
+    }
+    let width = list
+        .rows()
+        .map(|a| a.id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 32);
+    for bucket in Bucket::ORDER {
+        let rows: Vec<&Assessment> = list.bucket(bucket).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(out, "\n{} ({})", bucket.as_str(), rows.len())?;
+        for row in rows {
+            write_row(row, width, out)?;
+        }
+    }
+    if !list.rest.is_empty() {
+        writeln!(out, "\nNOTHING TO DO ({})", list.rest.len())?;
+        for row in &list.rest {
+            write_row(row, width, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_row(row: &Assessment, width: usize, out: &mut impl Write) -> io::Result<()> {
+    let liveness = match (row.liveness, row.pid) {
+        (Some(l), Some(pid)) => format!("{} pid {pid}", l.as_str()),
+        (Some(l), None) => l.as_str().to_string(),
+        (None, _) => "no lock".to_string(),
+    };
+    let progress = match (row.done, row.expected_total) {
+        (Some(done), Some(total)) if total > 0 => {
+            format!("{done}/{total} {}%", (done * 100 / total).min(100))
+        }
+        (Some(done), _) => format!("{done} done"),
+        (None, Some(total)) => format!("?/{total}"),
+        (None, None) => "-".to_string(),
+    };
+    let age = match (row.progress_age_sec, row.progress_source) {
+        (Some(age), Some(source)) => format!("age {} ({})", fmt_secs(age), source.as_str()),
+        _ => "age -".to_string(),
+    };
+    writeln!(
+        out,
+        "  {:<width$}  {:<17}  {:<16}  {:<14}  {age}",
+        inert(&row.id),
+        row.state.as_str(),
+        liveness,
+        progress,
+    )?;
+    if let Some(held) = &row.held {
+        writeln!(out, "      {}", inert(held))?;
+    }
+    for reason in &row.reasons {
+        writeln!(out, "      - {}", inert(reason))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    generated_at: String,
+    jobs: Vec<JsonJob<'a>>,
+    dispatch_held: bool,
+}
+
+#[derive(Serialize)]
+struct JsonJob<'a> {
+    id: &'a str,
+    state: &'static str,
+    bucket: Option<&'static str>,
+    liveness: Option<&'static str>,
+    pid: Option<u32>,
+    progress_age_sec: Option<f64>,
+    progress_source: Option<&'static str>,
+    done: Option<u64>,
+    expected_total: Option<u64>,
+    reasons: Vec<String>,
+    checks: Vec<JsonCheck<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonCheck<'a> {
+    name: &'a str,
+    result: &'static str,
+    detail: String,
+    at: String,
+}
+
+/// The object of SPEC §8: `generated_at`, `jobs` in action-list order, `dispatch_held`.
+pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    let report = JsonReport {
+        generated_at: snapshot
+            .generated_at
+            .to_rfc3339_opts(SecondsFormat::Millis, true),
+        jobs: snapshot.list.rows().map(json_job).collect(),
+        dispatch_held: snapshot.list.dispatch_held.is_some(),
+    };
+    serde_json::to_writer(&mut *out, &report)?;
+    writeln!(out)
+}
+
+fn json_job(row: &Assessment) -> JsonJob<'_> {
+    JsonJob {
+        id: &row.id,
+        state: row.state.as_str(),
+        bucket: row.bucket.map(Bucket::as_str),
+        liveness: row.liveness.map(|l| l.as_str()),
+        pid: row.pid,
+        progress_age_sec: row.progress_age_sec,
+        progress_source: row.progress_source.map(|s| s.as_str()),
+        done: row.done,
+        expected_total: row.expected_total,
+        reasons: row
+            .held
+            .iter()
+            .chain(row.reasons.iter())
+            .map(|r| inert(r))
+            .collect(),
+        checks: row.checks.iter().map(json_check).collect(),
+    }
+}
+
+fn json_check(check: &CheckOutcome) -> JsonCheck<'_> {
+    JsonCheck {
+        name: &check.name,
+        result: check.result.as_str(),
+        detail: inert(&check.detail),
+        at: check.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+    }
+}
+
+/// Prometheus text exposition: one gauge family per measure, one series per job.
+pub fn render_prometheus(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "# HELP mihari_job_state 1 for the job's current state."
+    )?;
+    writeln!(out, "# TYPE mihari_job_state gauge")?;
+    for row in snapshot.list.rows() {
+        writeln!(
+            out,
+            "mihari_job_state{{job=\"{}\",state=\"{}\",bucket=\"{}\"}} 1",
+            label(&row.id),
+            row.state.as_str(),
+            row.bucket.map_or("", Bucket::as_str)
+        )?;
+    }
+    writeln!(
+        out,
+        "# HELP mihari_progress_age_seconds Seconds since the freshest progress."
+    )?;
+    writeln!(out, "# TYPE mihari_progress_age_seconds gauge")?;
+    for row in snapshot.list.rows() {
+        if let Some(age) = row.progress_age_sec {
+            writeln!(
+                out,
+                "mihari_progress_age_seconds{{job=\"{}\"}} {age}",
+                label(&row.id)
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "# HELP mihari_done Items done, from the countable sources."
+    )?;
+    writeln!(out, "# TYPE mihari_done gauge")?;
+    for row in snapshot.list.rows() {
+        if let Some(done) = row.done {
+            writeln!(out, "mihari_done{{job=\"{}\"}} {done}", label(&row.id))?;
+        }
+    }
+    writeln!(out, "# HELP mihari_expected_total Items expected in all.")?;
+    writeln!(out, "# TYPE mihari_expected_total gauge")?;
+    for row in snapshot.list.rows() {
+        if let Some(total) = row.expected_total {
+            writeln!(
+                out,
+                "mihari_expected_total{{job=\"{}\"}} {total}",
+                label(&row.id)
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "# HELP mihari_bucket_jobs Jobs in each action-list bucket."
+    )?;
+    writeln!(out, "# TYPE mihari_bucket_jobs gauge")?;
+    for (bucket, n) in snapshot.list.counts() {
+        writeln!(
+            out,
+            "mihari_bucket_jobs{{bucket=\"{}\"}} {n}",
+            bucket.as_str()
+        )?;
+    }
+    writeln!(out, "# HELP mihari_dispatch_held 1 while anything is RED.")?;
+    writeln!(out, "# TYPE mihari_dispatch_held gauge")?;
+    writeln!(
+        out,
+        "mihari_dispatch_held {}",
+        u8::from(snapshot.list.dispatch_held.is_some())
+    )
+}
+
+/// Escapes a Prometheus label value (backslash, double quote, newline).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

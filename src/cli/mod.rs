@@ -1,0 +1,82 @@
+//! The command line: clap definitions and one entry point per subcommand.
+//!
+//! Each entry point loads what it needs, asks the engine, writes through a generic writer and
+//! returns an [`ExitCode`]. Nothing here judges a job; nothing here draws a screen.
+
+mod check;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config;
+
+pub use check::{CheckFormat, render_json, render_prometheus, render_table, status_code};
+
+/// mihari (見張り, "the lookout"): which of your long-running jobs need a human, in what order.
+#[derive(Debug, Parser)]
+#[command(name = "mihari", version, about, long_about = None, arg_required_else_help = true)]
+pub struct Cli {
+    /// The jobs file. Default: $MIHARI_CONFIG, else $XDG_CONFIG_HOME/mihari/jobs.yaml,
+    /// else ~/.config/mihari/jobs.yaml.
+    #[arg(long, short = 'c', global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Assess every job once and print the action list. Exit 0 OK, 1 WARNING
+    /// (STALE/DISPATCH), 2 CRITICAL (RESTART/RED), 3 UNKNOWN (bad config, cannot assess).
+    Check {
+        /// One JSON object (see the README for its fields).
+        #[arg(long, conflicts_with = "prometheus")]
+        json: bool,
+        /// Prometheus text exposition format.
+        #[arg(long)]
+        prometheus: bool,
+    },
+    /// A sandbox of real, simulated jobs showing every state and bucket.
+    Demo {
+        /// Build the sandbox here (created if missing; kept afterwards) instead of a temp dir.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// A simulated job of the demo (internal).
+    #[command(hide = true)]
+    Sim(crate::demo::sim::SimArgs),
+}
+
+/// Runs the parsed command line; the process exits with the returned code.
+pub fn run(cli: Cli) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match cli.command {
+        Some(Command::Check { json, prometheus }) => {
+            let format = if json {
+                CheckFormat::Json
+            } else if prometheus {
+                CheckFormat::Prometheus
+            } else {
+                CheckFormat::Table
+            };
+            check::run(cli.config.as_deref(), format, &mut out)
+        }
+        Some(Command::Demo { dir }) => crate::demo::run(dir.as_deref(), &mut out),
+        Some(Command::Sim(args)) => crate::demo::sim::run(args),
+        None => ExitCode::from(2),
+    }
+}
+
+/// Loads the jobs file named by `--config` or the environment, printing a refusal to stderr.
+pub(crate) fn load_config(explicit: Option<&std::path::Path>) -> Result<config::Config, ExitCode> {
+    let loaded = config::find_config_path(explicit).and_then(|path| config::load(&path));
+    loaded.map_err(|error| {
+        let _ = writeln!(std::io::stderr(), "mihari: {error}");
+        ExitCode::from(check::EXIT_UNKNOWN)
+    })
+}

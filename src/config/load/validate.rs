@@ -1,0 +1,870 @@
+//! The rules of SPEC §2: raw YAML values -> the validated [`Config`], or the first refusal.
+//!
+//! This module owns every semantic refusal (ids, `should_run_when` and what its predicates
+//! need, progress sources, `auto_restart`, empty commands, repeated names) and every
+//! default, and it resolves paths (`~/` against `$HOME`, relative ones against the jobs
+//! file's folder). It only computes: it must not touch the file system (no canonicalizing,
+//! no existence checks — a log that does not exist yet is evidence, not a config error)
+//! and must not read the process environment; the caller passes what it needs in [`Env`].
+//! One bad job refuses the whole file: a half-loaded watch list is a silent hole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+use chrono::NaiveTime;
+use serde_saphyr::Spanned;
+
+use super::ConfigError;
+use super::diagnose::{Pos, Source, quote};
+use super::raw::{
+    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawProgressTable, RawRestart, RawRoute,
+    RawSettings, RawTimeouts,
+};
+use crate::config::{
+    CheckSpec, Config, JobSpec, Predicate, ProgressTable, RestartSpec, Route, Settings, Timeouts,
+};
+
+const DEFAULT_DIGEST_AT: (u32, u32) = (9, 0);
+const DEFAULT_RESTART_DAILY_CAP: u32 = 6;
+const DEFAULT_WORKSPACE_COOLDOWN_SEC: u64 = 600;
+const DEFAULT_MAX_HOPS: u32 = 3;
+const DEFAULT_STALL_SEC: u64 = 300;
+const DEFAULT_CHECK_EVERY_SEC: u64 = 300;
+const DEFAULT_CHECK_TIMEOUT_SEC: u64 = 30;
+
+/// The predicates `should_run_when` accepts, as spelt in the file.
+const PREDICATES: [Predicate; 2] = [Predicate::NotComplete, Predicate::ResourceFree];
+/// The keys that give a job evidence of progress. Heartbeats arrive at run time and cannot
+/// be declared in the file, so a job must name at least one of these.
+const PROGRESS_SOURCES: &str = "log, progress_file, progress_table, manifest";
+
+/// What validation needs from the process environment, read once by the caller so that
+/// validation stays a function of its arguments.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Env {
+    /// `$HOME`, for `~/` and the default `state_dir`.
+    pub home: Option<PathBuf>,
+    /// `$XDG_STATE_HOME`, when set to an absolute path (the XDG spec says to ignore others).
+    pub xdg_state_home: Option<PathBuf>,
+}
+
+/// Validates a parsed file. `file` is the absolute path of the jobs file; its folder is
+/// where relative paths in it resolve.
+pub(super) fn validate(
+    raw: Option<Spanned<RawFile>>,
+    src: &Source<'_>,
+    file: &Path,
+    env: &Env,
+) -> Result<Config, ConfigError> {
+    let Some(raw) = raw else {
+        return Err(src.refuse_file(
+            "the file is empty (''): a jobs file needs a 'jobs:' list; \
+             write 'jobs: []' for a watch list with no jobs yet",
+        ));
+    };
+    let at_top = Pos::of(&raw);
+    let raw = raw.value;
+    let paths = Paths {
+        src,
+        base: file.parent().unwrap_or(Path::new("/")),
+        env,
+    };
+
+    let settings = settings(raw.settings, &paths)?;
+
+    let jobs = match raw.jobs {
+        None => {
+            return Err(src.refuse(
+                at_top,
+                format!(
+                    "no 'jobs:' key in the file (it starts at {}): add a 'jobs:' list; \
+                     write 'jobs: []' for a watch list with no jobs yet",
+                    src.quote_at(at_top)
+                ),
+            ));
+        }
+        Some(given) => {
+            let at = Pos::of(&given);
+            match given.value {
+                Some(jobs) => jobs,
+                None => {
+                    return Err(src.refuse(
+                        at,
+                        format!(
+                            "'jobs:' has no value ({}): list the jobs under it, \
+                             or write 'jobs: []' for a watch list with no jobs yet",
+                            quote(&shown_empty(src, at))
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+
+    let mut first_line_of_id: HashMap<String, u64> = HashMap::new();
+    let mut specs = Vec::with_capacity(jobs.len());
+    for raw_job in jobs {
+        let spec = job(raw_job, &paths, &mut first_line_of_id)?;
+        specs.push(spec);
+    }
+    Ok(Config {
+        source: file.to_path_buf(),
+        settings,
+        jobs: specs,
+    })
+}
+
+/// Path resolution in one place: `~/` against `$HOME`, relative against the file's folder.
+struct Paths<'a> {
+    src: &'a Source<'a>,
+    base: &'a Path,
+    env: &'a Env,
+}
+
+impl Paths<'_> {
+    /// An absolute path for `key`'s value. Lexical only: `..` is kept (resolving it would
+    /// need the file system, and a symlinked folder makes it mean something else).
+    fn resolve(&self, raw: &Spanned<String>, key: &str) -> Result<PathBuf, ConfigError> {
+        let at = Pos::of(raw);
+        let text = raw.value.as_str();
+        if text.trim().is_empty() {
+            return Err(self.src.refuse(
+                at,
+                format!(
+                    "{key} {} is empty: write an absolute path, a path starting with '~/', \
+                     or one relative to the jobs file's folder; or remove the key",
+                    quote(text)
+                ),
+            ));
+        }
+        if text.contains('\0') {
+            return Err(self.src.refuse(
+                at,
+                format!(
+                    "{key} {} contains a NUL character, which no path can hold",
+                    quote(text)
+                ),
+            ));
+        }
+        let path = if text == "~" || text.starts_with("~/") {
+            let Some(home) = &self.env.home else {
+                return Err(self.src.refuse(
+                    at,
+                    format!(
+                        "{key} {} starts with '~/' but $HOME is not set: \
+                         write the full path, or set HOME",
+                        quote(text)
+                    ),
+                ));
+            };
+            home.join(text.trim_start_matches('~').trim_start_matches('/'))
+        } else if text.starts_with('~') {
+            return Err(self.src.refuse(
+                at,
+                format!(
+                    "{key} {} names another user's home: only '~/' (your own, $HOME) is \
+                     expanded; write the full path",
+                    quote(text)
+                ),
+            ));
+        } else {
+            self.base.join(text)
+        };
+        Ok(normalize(&path))
+    }
+
+    fn resolve_opt(
+        &self,
+        raw: &Option<Spanned<String>>,
+        key: &str,
+    ) -> Result<Option<PathBuf>, ConfigError> {
+        raw.as_ref().map(|raw| self.resolve(raw, key)).transpose()
+    }
+}
+
+/// Drops `.` components and doubled separators; keeps `..` (see [`Paths::resolve`]).
+fn normalize(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|component| !matches!(component, Component::CurDir))
+        .collect()
+}
+
+fn settings(raw: Option<RawSettings>, paths: &Paths<'_>) -> Result<Settings, ConfigError> {
+    let src = paths.src;
+    let raw = raw.unwrap_or(RawSettings {
+        state_dir: None,
+        digest_at: None,
+        restart_daily_cap: None,
+        workspace_cooldown_sec: None,
+        max_hops: None,
+        escalate_command: None,
+    });
+
+    let state_dir = match &raw.state_dir {
+        Some(state_dir) => paths.resolve(state_dir, "settings.state_dir")?,
+        None => default_state_dir(paths.env).ok_or_else(|| {
+            src.refuse_file(
+                "cannot choose a state_dir: neither $XDG_STATE_HOME nor $HOME is set \
+                 (''); set settings.state_dir to an absolute path",
+            )
+        })?,
+    };
+
+    let digest_at = match &raw.digest_at {
+        Some(digest_at) => parse_hh_mm(&digest_at.value).ok_or_else(|| {
+            src.refuse(
+                Pos::of(digest_at),
+                format!(
+                    "digest_at {} is not a time of day: write HH:MM on the 24-hour clock, \
+                     in quotes, like \"09:00\" or \"18:30\"",
+                    quote(&digest_at.value)
+                ),
+            )
+        })?,
+        None => NaiveTime::from_hms_opt(DEFAULT_DIGEST_AT.0, DEFAULT_DIGEST_AT.1, 0)
+            .unwrap_or(NaiveTime::MIN),
+    };
+
+    let escalate_command = command(src, raw.escalate_command, "settings.escalate_command")?;
+
+    Ok(Settings {
+        state_dir,
+        digest_at,
+        restart_daily_cap: raw.restart_daily_cap.unwrap_or(DEFAULT_RESTART_DAILY_CAP),
+        workspace_cooldown_sec: raw
+            .workspace_cooldown_sec
+            .unwrap_or(DEFAULT_WORKSPACE_COOLDOWN_SEC),
+        max_hops: raw.max_hops.unwrap_or(DEFAULT_MAX_HOPS),
+        escalate_command,
+    })
+}
+
+/// `$XDG_STATE_HOME/mihari`, else `$HOME/.local/state/mihari`.
+fn default_state_dir(env: &Env) -> Option<PathBuf> {
+    if let Some(xdg) = &env.xdg_state_home {
+        return Some(xdg.join("mihari"));
+    }
+    env.home
+        .as_ref()
+        .map(|home| home.join(".local/state/mihari"))
+}
+
+/// Exactly `HH:MM`, 00:00 to 23:59. Nothing looser: "9:00" or "09:00:00" might mean what
+/// the operator thinks, and a digest cut at the wrong hour is silent.
+fn parse_hh_mm(text: &str) -> Option<NaiveTime> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 5 || bytes[2] != b':' {
+        return None;
+    }
+    let digits = [bytes[0], bytes[1], bytes[3], bytes[4]];
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let hour = u32::from(digits[0] - b'0') * 10 + u32::from(digits[1] - b'0');
+    let minute = u32::from(digits[2] - b'0') * 10 + u32::from(digits[3] - b'0');
+    NaiveTime::from_hms_opt(hour, minute, 0)
+}
+
+/// A command as given: `None` when the key is absent, the argv when it is a usable list.
+/// Refused: no value, an empty list, an empty program name, a NUL in any argument.
+fn command(
+    src: &Source<'_>,
+    raw: Given<Argv>,
+    what: &str,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let at = Pos::of(&raw);
+    let argv = match raw.value {
+        Some(Argv(argv)) if !argv.is_empty() => argv,
+        _ => {
+            let shown = shown_empty(src, at);
+            return Err(src.refuse(
+                spanning(at, &shown),
+                format!(
+                    "{what} is empty ({}): write the argv list, like [\"python3\", \"collect.py\"], \
+                     or remove the key",
+                    quote(&shown)
+                ),
+            ));
+        }
+    };
+    if let Some(program) = argv.first()
+        && program.value.trim().is_empty()
+    {
+        return Err(src.refuse(
+            Pos::of(program),
+            format!(
+                "{what} has an empty program name ({}): the first element names the program \
+                 to run, like \"python3\"",
+                quote(&program.value)
+            ),
+        ));
+    }
+    if let Some(arg) = argv.iter().find(|arg| arg.value.contains('\0')) {
+        return Err(src.refuse(
+            Pos::of(arg),
+            format!(
+                "{what} has an argument with a NUL character ({}), which no program can receive",
+                quote(&arg.value)
+            ),
+        ));
+    }
+    Ok(Some(argv.into_iter().map(|arg| arg.value).collect()))
+}
+
+/// How an empty value was written, for quoting: `[]`, `~`, `null`, or '' for nothing at all
+/// (the library places a missing value at the colon before it).
+fn shown_empty(src: &Source<'_>, at: Pos) -> String {
+    let rest = src.excerpt(Pos { len: 0, ..at });
+    if rest.starts_with('[') {
+        match rest.find(']') {
+            Some(end) => rest[..=end].to_owned(),
+            None => "[]".to_owned(),
+        }
+    } else if rest.starts_with('~') {
+        "~".to_owned()
+    } else if rest.starts_with("null") || rest.starts_with("Null") || rest.starts_with("NULL") {
+        rest[..4].to_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// `at`, widened to cover `shown` (so the caret underlines all of `[]`).
+fn spanning(at: Pos, shown: &str) -> Pos {
+    match u64::try_from(shown.chars().count()) {
+        Ok(len) if len > 0 => Pos { len, ..at },
+        _ => at,
+    }
+}
+
+/// `[a-z0-9][a-z0-9_-]{0,63}`: ids name jobs on the command line, in events and in keys.
+fn is_valid_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+}
+
+/// A valid id close to an invalid one, to show what would be accepted.
+fn suggest_id(id: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in id.trim().chars() {
+        let c = c.to_ascii_lowercase();
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    let out: String = out
+        .trim_start_matches(['_', '-'])
+        .chars()
+        .take(64)
+        .collect();
+    let out = out.trim_end_matches('_').to_owned();
+    is_valid_id(&out).then_some(out)
+}
+
+/// A plain SQL identifier. The probe names the table and column in a query; anything else
+/// could be SQL, and a config must not be a way to run it.
+fn is_sql_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 128
+}
+
+fn job(
+    raw: Spanned<RawJob>,
+    paths: &Paths<'_>,
+    first_line_of_id: &mut HashMap<String, u64>,
+) -> Result<JobSpec, ConfigError> {
+    let src = paths.src;
+    let at_job = Pos::of(&raw);
+    let raw = raw.value;
+
+    // The id first: every later message names the job by it.
+    let Some(id) = &raw.id else {
+        return Err(src.refuse(
+            at_job,
+            format!(
+                "a job has no id (the job starting at {}): add 'id:', 1 to 64 characters \
+                 of a-z, 0-9, '_' and '-', starting with a letter or digit",
+                src.quote_at(at_job)
+            ),
+        ));
+    };
+    let at_id = Pos::of(id);
+    if !is_valid_id(&id.value) {
+        let hint = suggest_id(&id.value)
+            .map(|s| format!(", like '{s}'"))
+            .unwrap_or_default();
+        return Err(src.refuse(
+            at_id,
+            format!(
+                "job id {} is not accepted: an id is 1 to 64 characters of a-z, 0-9, '_' and \
+                 '-', starting with a letter or digit{hint}",
+                quote(&id.value)
+            ),
+        ));
+    }
+    if let Some(first_line) = first_line_of_id.get(&id.value) {
+        return Err(src.refuse(
+            at_id,
+            format!(
+                "job id {} is repeated (first at line {first_line}): ids must be unique; \
+                 rename one of the two jobs",
+                quote(&id.value)
+            ),
+        ));
+    }
+    first_line_of_id.insert(id.value.clone(), at_id.line);
+    let job_id = id.value.clone();
+    let the_job = format!("job '{job_id}'");
+
+    let workspace = paths.resolve_opt(&raw.workspace, "workspace")?;
+    let lock = paths.resolve_opt(&raw.lock, "lock")?;
+    let log = paths.resolve_opt(&raw.log, "log")?;
+    let progress_file = paths.resolve_opt(&raw.progress_file, "progress_file")?;
+    let progress_table = raw
+        .progress_table
+        .map(|table| progress_table(table, paths))
+        .transpose()?;
+    let manifest = paths.resolve_opt(&raw.manifest, "manifest")?;
+    let resource_lock = paths.resolve_opt(&raw.resource_lock, "resource_lock")?;
+
+    let stall_sec = match &raw.stall_sec {
+        Some(stall) => positive(src, stall, "stall_sec")?,
+        None => DEFAULT_STALL_SEC,
+    };
+
+    // should_run_when: a job that cannot say when it should run is refused (SPEC §1.4).
+    let accepted = PREDICATES.map(Predicate::as_str).join(", ");
+    let predicates = match &raw.should_run_when {
+        None => {
+            return Err(src.refuse(
+                at_job,
+                format!(
+                    "{the_job} has no should_run_when: say when it should run with a \
+                     non-empty list of {accepted}, like should_run_when: [not_complete]"
+                ),
+            ));
+        }
+        Some(given) => match &given.value {
+            Some(list) if !list.is_empty() => list,
+            _ => {
+                let at = Pos::of(given);
+                let shown = shown_empty(src, at);
+                return Err(src.refuse(
+                    spanning(at, &shown),
+                    format!(
+                        "should_run_when of {the_job} is empty ({}): list at least one of \
+                         {accepted}",
+                        quote(&shown)
+                    ),
+                ));
+            }
+        },
+    };
+    let mut should_run_when = Vec::with_capacity(predicates.len());
+    for named in predicates {
+        let Some(predicate) = PREDICATES.into_iter().find(|p| p.as_str() == named.value) else {
+            return Err(src.refuse(
+                Pos::of(named),
+                format!(
+                    "should_run_when of {the_job} names an unknown predicate {}: \
+                     accepted: {accepted}",
+                    quote(&named.value)
+                ),
+            ));
+        };
+        should_run_when.push((predicate, Pos::of(named)));
+    }
+
+    let has_progress_source =
+        log.is_some() || progress_file.is_some() || progress_table.is_some() || manifest.is_some();
+    if !has_progress_source {
+        return Err(src.refuse(
+            at_job,
+            format!(
+                "{the_job} has no progress source: add at least one of {PROGRESS_SOURCES}, \
+                 so that mihari can tell progress from silence"
+            ),
+        ));
+    }
+
+    for (predicate, at) in &should_run_when {
+        match predicate {
+            Predicate::NotComplete => {
+                if raw.expected_total.is_none() {
+                    return Err(src.refuse(
+                        *at,
+                        format!(
+                            "should_run_when {} of {the_job} needs expected_total, the number \
+                             of items when done: add expected_total: N, or drop not_complete",
+                            quote(predicate.as_str())
+                        ),
+                    ));
+                }
+                if progress_file.is_none() && progress_table.is_none() {
+                    return Err(src.refuse(
+                        *at,
+                        format!(
+                            "should_run_when {} of {the_job} needs a countable source: add \
+                             progress_file or progress_table (log and manifest count nothing)",
+                            quote(predicate.as_str())
+                        ),
+                    ));
+                }
+            }
+            Predicate::ResourceFree => {
+                if resource_lock.is_none() && lock.is_none() {
+                    return Err(src.refuse(
+                        *at,
+                        format!(
+                            "should_run_when {} of {the_job} has no lock to look at: add \
+                             resource_lock (or lock), the lock file of the resource",
+                            quote(predicate.as_str())
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    let restart = raw
+        .restart
+        .map(|r| restart(r, paths, &the_job))
+        .transpose()?;
+
+    let auto_restart = raw.auto_restart.as_ref().is_some_and(|a| a.value);
+    if let Some(flag) = raw.auto_restart.as_ref().filter(|a| a.value) {
+        let reason_given = raw
+            .auto_restart_reason
+            .as_ref()
+            .is_some_and(|reason| !reason.value.trim().is_empty());
+        if !reason_given {
+            let refusal = match &raw.auto_restart_reason {
+                Some(reason) => src.refuse(
+                    Pos::of(reason),
+                    format!(
+                        "auto_restart_reason {} of {the_job} is blank: write the known cause \
+                         and the fixed procedure, or set auto_restart: false",
+                        quote(&reason.value)
+                    ),
+                ),
+                None => src.refuse(
+                    Pos::of(flag),
+                    format!(
+                        "auto_restart {} of {the_job} lacks auto_restart_reason: write the \
+                         known cause and the fixed procedure, or set auto_restart: false",
+                        src.quote_at(Pos::of(flag))
+                    ),
+                ),
+            };
+            return Err(refusal);
+        }
+        if restart.as_ref().and_then(|r| r.command.as_ref()).is_none() {
+            return Err(src.refuse(
+                Pos::of(flag),
+                format!(
+                    "auto_restart {} of {the_job} lacks restart.command: add the argv to run, \
+                     like restart: {{ command: [\"python3\", \"collect.py\", \"--resume\"] }}, \
+                     or set auto_restart: false",
+                    src.quote_at(Pos::of(flag))
+                ),
+            ));
+        }
+    }
+
+    let checks = checks(raw.checks.unwrap_or_default(), src, &the_job)?;
+    let timeouts = timeouts(raw.timeouts, src)?;
+
+    Ok(JobSpec {
+        id: job_id,
+        name: raw.name,
+        owner: raw.owner,
+        workspace,
+        lock,
+        log,
+        progress_file,
+        progress_table,
+        manifest,
+        stall_sec,
+        expected_total: raw.expected_total,
+        should_run_when: should_run_when.into_iter().map(|(p, _)| p).collect(),
+        resource_lock,
+        auto_restart,
+        auto_restart_reason: raw.auto_restart_reason.map(|r| r.value),
+        auto_restart_blocked_reason: raw.auto_restart_blocked_reason,
+        restart,
+        checks,
+        timeouts,
+    })
+}
+
+/// A number of seconds where 0 makes no sense (everything would be late at once).
+fn positive(src: &Source<'_>, raw: &Spanned<u64>, key: &str) -> Result<u64, ConfigError> {
+    if raw.value == 0 {
+        return Err(src.refuse(
+            Pos::of(raw),
+            format!(
+                "{key} {} is not accepted: expected a whole number of seconds, at least 1",
+                src.quote_at(Pos::of(raw))
+            ),
+        ));
+    }
+    Ok(raw.value)
+}
+
+fn progress_table(
+    raw: Spanned<RawProgressTable>,
+    paths: &Paths<'_>,
+) -> Result<ProgressTable, ConfigError> {
+    let src = paths.src;
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    let missing = |key: &str| {
+        src.refuse(
+            at,
+            format!(
+                "progress_table (at {}) lacks '{key}': it needs db (the SQLite file), table, \
+                 and time_column (whose max() is the last progress)",
+                src.quote_at(at)
+            ),
+        )
+    };
+    let db = paths.resolve(
+        raw.db.as_ref().ok_or_else(|| missing("db"))?,
+        "progress_table.db",
+    )?;
+    let mut identifiers = Vec::with_capacity(2);
+    for (key, value) in [("table", &raw.table), ("time_column", &raw.time_column)] {
+        let value = value.as_ref().ok_or_else(|| missing(key))?;
+        if !is_sql_identifier(&value.value) {
+            return Err(src.refuse(
+                Pos::of(value),
+                format!(
+                    "progress_table.{key} {} is not a plain SQL name: use letters, digits and \
+                     '_', not starting with a digit (mihari puts it into a query)",
+                    quote(&value.value)
+                ),
+            ));
+        }
+        identifiers.push(value.value.clone());
+    }
+    let time_column = identifiers.pop().unwrap_or_default();
+    let table = identifiers.pop().unwrap_or_default();
+    Ok(ProgressTable {
+        db,
+        table,
+        time_column,
+    })
+}
+
+fn restart(raw: RawRestart, paths: &Paths<'_>, the_job: &str) -> Result<RestartSpec, ConfigError> {
+    let src = paths.src;
+    let command = command(src, raw.command, &format!("restart.command of {the_job}"))?;
+    let cwd = paths.resolve_opt(&raw.cwd, "restart.cwd")?;
+    let env = env(raw.env, src, the_job)?;
+    let mut routes = Vec::new();
+    let mut first_line_of_route: HashMap<String, u64> = HashMap::new();
+    for raw_route in raw.routes.unwrap_or_default() {
+        routes.push(route(raw_route, src, the_job, &mut first_line_of_route)?);
+    }
+    Ok(RestartSpec {
+        command,
+        cwd,
+        env,
+        routes,
+    })
+}
+
+fn env(
+    raw: Option<EnvMap>,
+    src: &Source<'_>,
+    the_job: &str,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut env = BTreeMap::new();
+    for (name, value) in raw.map(|EnvMap(pairs)| pairs).unwrap_or_default() {
+        if name.value.is_empty() || name.value.contains(['=', '\0']) {
+            return Err(src.refuse(
+                Pos::of(&name),
+                format!(
+                    "restart.env of {the_job} has a variable name {} that no environment can \
+                     hold: a name is non-empty, without '=' or NUL, like PYTHONUNBUFFERED",
+                    quote(&name.value)
+                ),
+            ));
+        }
+        if value.value.contains('\0') {
+            return Err(src.refuse(
+                Pos::of(&value),
+                format!(
+                    "restart.env {} of {the_job} has a value with a NUL character ({}), \
+                     which no environment can hold",
+                    quote(&name.value),
+                    quote(&value.value)
+                ),
+            ));
+        }
+        env.insert(name.value, value.value);
+    }
+    Ok(env)
+}
+
+/// A name that must be given, non-blank, and unique among its siblings in one job
+/// (`kind` is "check" or "route").
+fn unique_name(
+    raw: Option<Spanned<String>>,
+    at_entry: Pos,
+    src: &Source<'_>,
+    kind: &str,
+    the_job: &str,
+    first_line: &mut HashMap<String, u64>,
+) -> Result<String, ConfigError> {
+    let Some(name) = raw else {
+        return Err(src.refuse(
+            at_entry,
+            format!(
+                "a {kind} of {the_job} has no name (the {kind} starting at {}): add 'name:'",
+                src.quote_at(at_entry)
+            ),
+        ));
+    };
+    let at = Pos::of(&name);
+    if name.value.trim().is_empty() {
+        return Err(src.refuse(
+            at,
+            format!(
+                "a {kind} of {the_job} has an empty name ({}): write a short name",
+                quote(&name.value)
+            ),
+        ));
+    }
+    if let Some(line) = first_line.get(&name.value) {
+        return Err(src.refuse(
+            at,
+            format!(
+                "{kind} name {} is repeated in {the_job} (first at line {line}): {kind} names \
+                 must be unique within a job; rename one",
+                quote(&name.value)
+            ),
+        ));
+    }
+    first_line.insert(name.value.clone(), at.line);
+    Ok(name.value)
+}
+
+fn route(
+    raw: Spanned<RawRoute>,
+    src: &Source<'_>,
+    the_job: &str,
+    first_line: &mut HashMap<String, u64>,
+) -> Result<Route, ConfigError> {
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    let name = unique_name(raw.name, at, src, "route", the_job, first_line)?;
+    let what = format!("the command of route '{name}' of {the_job}");
+    let command = command(src, raw.command, &what)?.ok_or_else(|| {
+        src.refuse(
+            at,
+            format!(
+                "route '{name}' of {the_job} has no command: add command: [\"program\", \"arg\"]"
+            ),
+        )
+    })?;
+    Ok(Route { name, command })
+}
+
+fn checks(
+    raw: Vec<Spanned<RawCheck>>,
+    src: &Source<'_>,
+    the_job: &str,
+) -> Result<Vec<CheckSpec>, ConfigError> {
+    let mut first_line: HashMap<String, u64> = HashMap::new();
+    let mut checks = Vec::with_capacity(raw.len());
+    for raw_check in raw {
+        let at = Pos::of(&raw_check);
+        let raw_check = raw_check.value;
+        let name = unique_name(raw_check.name, at, src, "check", the_job, &mut first_line)?;
+        let what = format!("the command of check '{name}' of {the_job}");
+        let command = command(src, raw_check.command, &what)?.ok_or_else(|| {
+            src.refuse(
+                at,
+                format!("check '{name}' of {the_job} has no command: add command: [\"program\", \"arg\"]"),
+            )
+        })?;
+        let every_sec = match &raw_check.every_sec {
+            Some(every) => positive(src, every, "every_sec")?,
+            None => DEFAULT_CHECK_EVERY_SEC,
+        };
+        let timeout_sec = match &raw_check.timeout_sec {
+            Some(timeout) => positive(src, timeout, "timeout_sec")?,
+            None => DEFAULT_CHECK_TIMEOUT_SEC,
+        };
+        checks.push(CheckSpec {
+            name,
+            command,
+            every_sec,
+            timeout_sec,
+        });
+    }
+    Ok(checks)
+}
+
+fn timeouts(raw: Option<RawTimeouts>, src: &Source<'_>) -> Result<Timeouts, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Timeouts::default());
+    };
+    let seconds = |value: &Option<Spanned<u64>>, key: &str| {
+        value.as_ref().map(|v| positive(src, v, key)).transpose()
+    };
+    Ok(Timeouts {
+        queue_sec: seconds(&raw.queue_sec, "timeouts.queue_sec")?,
+        attempt_sec: seconds(&raw.attempt_sec, "timeouts.attempt_sec")?,
+        total_sec: seconds(&raw.total_sec, "timeouts.total_sec")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_the_pattern() {
+        for ok in ["a", "0", "collect_raw", "gpu-0", &"a".repeat(64)] {
+            assert!(is_valid_id(ok), "{ok}");
+        }
+        for bad in ["", "_a", "-a", "A", "a b", "é", &"a".repeat(65)] {
+            assert!(!is_valid_id(bad), "{bad}");
+        }
+        assert_eq!(suggest_id("Collect Raw").as_deref(), Some("collect_raw"));
+    }
+
+    #[test]
+    fn digest_at_is_strict_hh_mm() {
+        assert_eq!(parse_hh_mm("09:00"), NaiveTime::from_hms_opt(9, 0, 0));
+        assert_eq!(parse_hh_mm("23:59"), NaiveTime::from_hms_opt(23, 59, 0));
+        for bad in [
+            "9:00", "24:00", "12:60", "09:00:00", "0900", "ab:cd", "", "０9:00",
+        ] {
+            assert_eq!(parse_hh_mm(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_are_normalized_lexically() {
+        assert_eq!(normalize(Path::new("/a/./b//c")), PathBuf::from("/a/b/c"));
+        assert_eq!(normalize(Path::new("/a/../b")), PathBuf::from("/a/../b"));
+    }
+}

@@ -1,0 +1,607 @@
+//! Table-driven tests of the pure core: one row per boundary of SPEC §4.
+//!
+//! Every row builds evidence by hand and judges it at a fixed `now`, so each verdict is
+//! reproducible to the millisecond. Rows that prevent a known incident say so in their name.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use mihari::config::{JobSpec, Predicate, Timeouts};
+use mihari::core::assess::ProgressSource;
+use mihari::core::{
+    Bucket, CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
+    ManifestReading, Reading, State, TableReading, assess, order,
+};
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, 9, 0, 0).unwrap()
+}
+
+fn ago(secs: f64) -> DateTime<Utc> {
+    now() - Duration::milliseconds((secs * 1000.0) as i64)
+}
+
+fn job() -> JobSpec {
+    JobSpec {
+        id: "collect_raw".into(),
+        name: None,
+        owner: None,
+        workspace: None,
+        lock: Some(PathBuf::from("/run/collect.lock")),
+        log: Some(PathBuf::from("/var/log/collect.log")),
+        progress_file: Some(PathBuf::from("/data/raw/_manifest.jsonl")),
+        progress_table: None,
+        manifest: None,
+        stall_sec: 300,
+        expected_total: Some(5121),
+        should_run_when: vec![Predicate::NotComplete, Predicate::ResourceFree],
+        resource_lock: None,
+        auto_restart: false,
+        auto_restart_reason: None,
+        auto_restart_blocked_reason: None,
+        restart: None,
+        checks: vec![],
+        timeouts: Timeouts::default(),
+    }
+}
+
+fn holder(liveness: Liveness, started_secs_ago: f64) -> Reading<LockHolder> {
+    Reading::Found(LockHolder {
+        pid: Some(4242),
+        recorded_start: Some(98_765),
+        cmdline: None,
+        modified: ago(started_secs_ago),
+        liveness,
+        why: match liveness {
+            Liveness::Alive => "start time matches".into(),
+            Liveness::Dead => "no such process".into(),
+            Liveness::Unknown => "permission denied reading /proc/4242/stat".into(),
+        },
+        started_at: (liveness == Liveness::Alive).then(|| ago(started_secs_ago)),
+    })
+}
+
+fn log(secs_ago: f64) -> Option<Reading<FileStamp>> {
+    Some(Reading::Found(FileStamp {
+        modified: ago(secs_ago),
+        len: 100,
+    }))
+}
+
+fn progress(secs_ago: f64, done: u64) -> Option<Reading<LineCount>> {
+    Some(Reading::Found(LineCount {
+        modified: ago(secs_ago),
+        done,
+    }))
+}
+
+fn fault<T>() -> Option<Reading<T>> {
+    Some(Reading::Fault(
+        "cannot read '/data/raw/_manifest.jsonl': Is a directory".into(),
+    ))
+}
+
+fn check(result: CheckResult) -> CheckOutcome {
+    CheckOutcome {
+        name: "no_gaps".into(),
+        result,
+        detail: "exit 1: gap at shard 120".into(),
+        at: now(),
+    }
+}
+
+/// One row: a name, the job, the evidence, and the expected state and bucket.
+struct Row {
+    name: &'static str,
+    job: JobSpec,
+    evidence: Evidence,
+    state: State,
+    bucket: Option<Bucket>,
+    /// Words the first reason must contain.
+    says: &'static str,
+}
+
+fn alive(log_ago: f64, progress_ago: f64) -> Evidence {
+    Evidence {
+        lock: Some(holder(Liveness::Alive, 3600.0)),
+        log: log(log_ago),
+        progress_file: progress(progress_ago, 1200),
+        ..Evidence::default()
+    }
+}
+
+fn not_holding() -> Evidence {
+    Evidence {
+        lock: Some(Reading::Empty),
+        log: Some(Reading::Empty),
+        progress_file: Some(Reading::Empty),
+        ..Evidence::default()
+    }
+}
+
+fn rows() -> Vec<Row> {
+    let resource_job = JobSpec {
+        resource_lock: Some(PathBuf::from("/run/gpu0.lock")),
+        should_run_when: vec![Predicate::ResourceFree],
+        ..job()
+    };
+    let no_lock_job = JobSpec {
+        lock: None,
+        should_run_when: vec![Predicate::NotComplete],
+        ..job()
+    };
+    vec![
+        Row {
+            name: "the 303 s false stall: a coarse progress file must not hide a fresh log",
+            job: job(),
+            evidence: alive(10.0, 303.0),
+            state: State::Running,
+            bucket: None,
+            says: "progress 10 s ago (log)",
+        },
+        Row {
+            name: "progress exactly stall_sec old is not yet a stall",
+            job: job(),
+            evidence: alive(300.0, 300.0),
+            state: State::Running,
+            bucket: None,
+            says: "alive",
+        },
+        Row {
+            name: "progress a moment past stall_sec is a stall",
+            job: job(),
+            evidence: alive(300.001, 400.0),
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "no progress for 301 s (freshest: log; stall_sec 300)",
+        },
+        Row {
+            name: "no reading yet: the age counts from the holder's start (fresh)",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 12.0)),
+                log: Some(Reading::Empty),
+                progress_file: Some(Reading::Empty),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 12 s ago (holder_start)",
+        },
+        Row {
+            name: "no reading yet: the age counts from the holder's start (stalled)",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 301.0)),
+                log: Some(Reading::Empty),
+                progress_file: Some(Reading::Empty),
+                ..Evidence::default()
+            },
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "freshest: holder_start",
+        },
+        Row {
+            name: "a dead holder leaves a stale lock",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                ..alive(1.0, 1.0)
+            },
+            state: State::DeadLockStale,
+            bucket: Some(Bucket::Restart),
+            says: "lock held by pid 4242, process gone: no such process",
+        },
+        Row {
+            name: "unknown liveness is never rounded to dead",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Unknown, 100.0)),
+                ..alive(1000.0, 1000.0)
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "liveness unknown: permission denied",
+        },
+        Row {
+            name: "a lock that cannot be read is unknown, not absent",
+            job: job(),
+            evidence: Evidence {
+                lock: fault(),
+                ..alive(1.0, 1.0)
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "lock: fault",
+        },
+        Row {
+            name: "old readings plus a faulty source are unknown, never a stall",
+            job: job(),
+            evidence: Evidence {
+                progress_file: fault(),
+                ..alive(900.0, 0.0)
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot tell a stall from a read failure",
+        },
+        Row {
+            name: "a fresh log with a faulty progress file is running, fault named",
+            job: job(),
+            evidence: Evidence {
+                progress_file: fault(),
+                ..alive(5.0, 0.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 5 s ago (log)",
+        },
+        Row {
+            name: "not running, not complete, has run before: restart",
+            job: job(),
+            evidence: Evidence {
+                log: log(60.0),
+                progress_file: progress(60.0, 1200),
+                ..not_holding()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not running, but should: not_complete (1200 of 5121 done)",
+        },
+        Row {
+            name: "not running, never started: dispatch",
+            job: job(),
+            evidence: not_holding(),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "not_complete (0 of 5121 done) and resource_free",
+        },
+        Row {
+            name: "a start in the event log makes it a restart",
+            job: job(),
+            evidence: Evidence {
+                started_before: true,
+                ..not_holding()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not running, but should",
+        },
+        Row {
+            name: "one item short of expected_total is not complete",
+            job: job(),
+            evidence: Evidence {
+                progress_file: progress(60.0, 5120),
+                ..not_holding()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "5120 of 5121 done",
+        },
+        Row {
+            name: "done equal to expected_total is complete",
+            job: job(),
+            evidence: Evidence {
+                progress_file: progress(60.0, 5121),
+                ..not_holding()
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 5121 of 5121 done",
+        },
+        Row {
+            name: "the largest count over the countable sources decides done",
+            job: JobSpec {
+                progress_table: Some(mihari::config::ProgressTable {
+                    db: "/data/p.sqlite".into(),
+                    table: "progress".into(),
+                    time_column: "updated_at".into(),
+                }),
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 10),
+                progress_table: Some(Reading::Found(TableReading {
+                    newest: ago(30.0),
+                    rows: 5121,
+                })),
+                ..not_holding()
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete",
+        },
+        Row {
+            name: "not_complete over a faulty count is unknown, never should-run",
+            job: job(),
+            evidence: Evidence {
+                progress_file: fault(),
+                ..not_holding()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot tell whether it should run",
+        },
+        Row {
+            name: "a live holder of the resource keeps it from running",
+            job: resource_job.clone(),
+            evidence: Evidence {
+                resource_lock: Some(holder(Liveness::Alive, 100.0)),
+                ..not_holding()
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "resource_free is false: pid 4242 holds it, alive",
+        },
+        Row {
+            name: "a dead holder of the resource frees it",
+            job: resource_job.clone(),
+            evidence: Evidence {
+                resource_lock: Some(holder(Liveness::Dead, 100.0)),
+                ..not_holding()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "resource_free (pid 4242 held it and is gone",
+        },
+        Row {
+            name: "an unknown holder of the resource is undecidable",
+            job: resource_job.clone(),
+            evidence: Evidence {
+                resource_lock: Some(holder(Liveness::Unknown, 100.0)),
+                ..not_holding()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "resource_free cannot be evaluated",
+        },
+        Row {
+            name: "a resource lock that cannot be read is undecidable",
+            job: resource_job,
+            evidence: Evidence {
+                resource_lock: fault(),
+                ..not_holding()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "resource_free cannot be evaluated: lock: fault",
+        },
+        Row {
+            name: "a failing check puts a running job in RED",
+            job: job(),
+            evidence: Evidence {
+                checks: vec![check(CheckResult::Fail)],
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: Some(Bucket::Red),
+            says: "alive",
+        },
+        Row {
+            name: "a check that could not run is a warning, never a pass",
+            job: job(),
+            evidence: Evidence {
+                checks: vec![check(CheckResult::Fault)],
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: Some(Bucket::Stale),
+            says: "alive",
+        },
+        Row {
+            name: "a refused check is a warning, never a pass",
+            job: job(),
+            evidence: Evidence {
+                checks: vec![check(CheckResult::Refusal)],
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: Some(Bucket::Stale),
+            says: "alive",
+        },
+        Row {
+            name: "a passing check changes nothing",
+            job: job(),
+            evidence: Evidence {
+                checks: vec![check(CheckResult::Pass)],
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "alive",
+        },
+        Row {
+            name: "a dead lock outranks a failing check",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                checks: vec![check(CheckResult::Fail)],
+                ..alive(1.0, 1.0)
+            },
+            state: State::DeadLockStale,
+            bucket: Some(Bucket::Restart),
+            says: "process gone",
+        },
+        Row {
+            name: "no lock declared: fresh progress counts as running",
+            job: no_lock_job.clone(),
+            evidence: Evidence {
+                lock: None,
+                log: log(20.0),
+                progress_file: progress(20.0, 10),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "no lock declared",
+        },
+        Row {
+            name: "no lock declared: stale progress and not complete should run",
+            job: no_lock_job,
+            evidence: Evidence {
+                lock: None,
+                log: log(400.0),
+                progress_file: progress(400.0, 10),
+                ..Evidence::default()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not running, but should",
+        },
+        Row {
+            name: "a file stamped in the future is fresh, not negative",
+            job: job(),
+            evidence: alive(-30.0, -30.0),
+            state: State::Running,
+            bucket: None,
+            says: "progress 0 s ago",
+        },
+        Row {
+            name: "the manifest's updated_at is a progress source",
+            job: JobSpec {
+                manifest: Some("/data/run/manifest.json".into()),
+                ..job()
+            },
+            evidence: Evidence {
+                manifest: Some(Reading::Found(ManifestReading {
+                    updated_at: ago(7.0),
+                    run_id: Some("run-1".into()),
+                    current_phase: Some("publish".into()),
+                    completed_phases: vec!["loading".into()],
+                })),
+                ..alive(900.0, 900.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 7 s ago (manifest)",
+        },
+    ]
+}
+
+#[test]
+fn every_boundary_of_spec_section_4() {
+    let mut failures = Vec::new();
+    for row in rows() {
+        let got = assess(&row.job, &row.evidence, now());
+        let first = got.reasons.first().cloned().unwrap_or_default();
+        if got.state != row.state || got.bucket != row.bucket || !first.contains(row.says) {
+            failures.push(format!(
+                "{}:\n  want {:?} {:?} saying '{}'\n  got  {:?} {:?} {:?}",
+                row.name, row.state, row.bucket, row.says, got.state, got.bucket, got.reasons
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_303_second_case_reports_the_log_as_the_progress_source() {
+    let got = assess(&job(), &alive(10.0, 303.0), now());
+    assert_eq!(got.state, State::Running);
+    assert_eq!(got.progress_source, Some(ProgressSource::Log));
+    assert_eq!(got.progress_age_sec, Some(10.0));
+    assert_eq!(got.liveness, Some(Liveness::Alive));
+    assert_eq!(got.pid, Some(4242));
+    assert_eq!(got.done, Some(1200));
+}
+
+#[test]
+fn a_fault_is_named_in_reasons_with_the_word_fault_and_its_error() {
+    let evidence = Evidence {
+        progress_file: fault(),
+        ..alive(5.0, 0.0)
+    };
+    let got = assess(&job(), &evidence, now());
+    assert!(
+        got.reasons
+            .iter()
+            .any(|r| r.contains("progress_file: fault") && r.contains("Is a directory")),
+        "{:?}",
+        got.reasons
+    );
+    assert_eq!(got.done, None, "a faulty count is not known, and never 0");
+}
+
+#[test]
+fn failing_check_reason_carries_the_checks_words() {
+    let evidence = Evidence {
+        checks: vec![check(CheckResult::Fail)],
+        ..alive(1.0, 1.0)
+    };
+    let got = assess(&job(), &evidence, now());
+    assert!(
+        got.reasons
+            .iter()
+            .any(|r| r == "check 'no_gaps' failed: exit 1: gap at shard 120")
+    );
+}
+
+fn named(id: &str, evidence: Evidence) -> mihari::core::Assessment {
+    let spec = JobSpec {
+        id: id.into(),
+        ..job()
+    };
+    assess(&spec, &evidence, now())
+}
+
+#[test]
+fn the_action_list_is_always_restart_red_stale_dispatch_then_the_rest() {
+    let assessments = vec![
+        named("a_running", alive(1.0, 1.0)),
+        named("b_dispatch", not_holding()),
+        named(
+            "c_stalled",
+            Evidence {
+                ..alive(999.0, 999.0)
+            },
+        ),
+        named(
+            "d_red",
+            Evidence {
+                checks: vec![check(CheckResult::Fail)],
+                ..alive(1.0, 1.0)
+            },
+        ),
+        named(
+            "e_dead",
+            Evidence {
+                lock: Some(holder(Liveness::Dead, 9.0)),
+                ..alive(1.0, 1.0)
+            },
+        ),
+        named(
+            "f_stalled_too",
+            Evidence {
+                ..alive(999.0, 999.0)
+            },
+        ),
+    ];
+    let list = order(assessments);
+    let ids: Vec<&str> = list.rows().map(|a| a.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "e_dead",
+            "d_red",
+            "c_stalled",
+            "f_stalled_too",
+            "b_dispatch",
+            "a_running"
+        ]
+    );
+    assert_eq!(list.dispatch_held.as_deref(), Some("RED: d_red"));
+    let dispatch: Vec<_> = list.bucket(Bucket::Dispatch).collect();
+    assert!(dispatch[0].held.as_deref().unwrap().contains("held"));
+    assert_eq!(list.worst(), Some(Bucket::Restart));
+}
+
+#[test]
+fn dispatch_is_not_held_while_nothing_is_red() {
+    let list = order(vec![
+        named("a", not_holding()),
+        named("b", alive(999.0, 999.0)),
+    ]);
+    assert_eq!(list.dispatch_held, None);
+    assert!(list.rows().all(|a| a.held.is_none()));
+    assert_eq!(list.worst(), Some(Bucket::Stale));
+}

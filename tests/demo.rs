@@ -1,0 +1,100 @@
+//! `mihari demo` for real: it builds its sandbox, runs its simulated jobs, shows every state
+//! and bucket of SPEC §4, and leaves no process behind.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+
+/// PIDs of live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("sandbox");
+    let output = Command::cargo_bin("mihari")
+        .unwrap()
+        .args(["demo", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
+    for state in [
+        "RUNNING",
+        "STALLED",
+        "DEAD_LOCK_STALE",
+        "UNKNOWN",
+        "SHOULD_BE_RUNNING",
+        "COMPLETE",
+        "NOT_RUNNING",
+    ] {
+        assert!(
+            stdout.contains(&format!(" {state} ")),
+            "no {state} in\n{stdout}"
+        );
+    }
+    for bucket in ["\nRESTART (", "\nRED (", "\nSTALE (", "\nDISPATCH ("] {
+        assert!(stdout.contains(bucket), "no {bucket:?} in\n{stdout}");
+    }
+    assert!(stdout.contains("dispatch held: RED: gaps"), "{stdout}");
+    assert!(stdout.contains("progress_file: fault"), "{stdout}");
+    assert!(
+        mihari::core::text::is_inert(&stdout.replace('\n', "")),
+        "escape sequences leaked"
+    );
+    // The sandbox was kept (--dir) and holds a jobs file mihari accepts.
+    assert!(mihari::config::load(&dir.join("jobs.yaml")).is_ok());
+    // Every simulated job ended with the demo.
+    let left = processes_mentioning(&dir.to_string_lossy());
+    assert!(left.is_empty(), "demo processes left running: {left:?}");
+}
+
+#[test]
+fn the_demo_refuses_a_folder_that_is_not_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("precious.txt"), "keep me").unwrap();
+    let output = Command::cargo_bin("mihari")
+        .unwrap()
+        .args(["demo", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a demo sandbox"));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("precious.txt")).unwrap(),
+        "keep me"
+    );
+}
+
+#[test]
+fn jobs_example_yaml_loads() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml");
+    let config = mihari::config::load_str(&fs::read_to_string(&example).unwrap(), &example)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.jobs.len(), 1);
+    assert_eq!(config.jobs[0].id, "collect_raw");
+}
