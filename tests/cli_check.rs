@@ -579,3 +579,47 @@ fn check_prometheus_exposes_state_and_age() {
     assert!(stdout.contains("mihari_dispatch_held 1"));
     assert!(stdout.contains("mihari_progress_age_seconds{job=\"running\"}"));
 }
+
+#[test]
+fn every_invalid_fixture_exits_3_naming_file_line_column_and_a_quoted_value() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid");
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = 0;
+    for entry in fs::read_dir(&fixtures).unwrap() {
+        let fixture = entry.unwrap().path();
+        // A private copy: the refusal must be about the content, not the checkout's modes.
+        let path = dir.path().join(fixture.file_name().unwrap());
+        fs::copy(&fixture, &path).unwrap();
+        let output = Command::cargo_bin("mihari")
+            .unwrap()
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{}: {stderr}",
+            path.display()
+        );
+        let rest = stderr
+            .strip_prefix(&format!("mihari: {}:", path.display()))
+            .unwrap_or_else(|| panic!("{}: no file name first: {stderr}", path.display()));
+        let mut parts = rest.splitn(3, ':');
+        let line = parts.next().unwrap_or("");
+        let column = parts.next().unwrap_or("");
+        assert!(
+            line.parse::<u64>().is_ok() && column.parse::<u64>().is_ok(),
+            "{}: no line:column: {stderr}",
+            path.display()
+        );
+        assert!(
+            stderr.matches('\'').count() >= 2,
+            "{}: no quoted value: {stderr}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 20, "only {seen} fixtures");
+}
