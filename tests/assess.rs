@@ -58,6 +58,7 @@ fn holder(liveness: Liveness, started_secs_ago: f64) -> Reading<LockHolder> {
             Liveness::Unknown => "permission denied reading /proc/4242/stat".into(),
         },
         started_at: (liveness == Liveness::Alive).then(|| ago(started_secs_ago)),
+        start_ticks: (liveness == Liveness::Alive).then_some(98_765),
     })
 }
 

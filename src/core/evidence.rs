@@ -108,6 +108,9 @@ pub struct LockHolder {
     pub why: String,
     /// When the holder process started (wall clock), when it is alive and known.
     pub started_at: Option<DateTime<Utc>>,
+    /// The alive holder's start time in clock ticks, from `/proc`: with the PID, its identity
+    /// (used to wait on exactly this process, never on a successor with the same PID).
+    pub start_ticks: Option<u64>,
 }
 
 /// The outcome of one check, in layers: a fault or a refusal is never a pass.

@@ -157,10 +157,16 @@ pub fn judge_lock(
                 liveness: Liveness::Unknown,
                 why: format!("cannot parse the lock ({error}): '{}'", quote(text)),
                 started_at: None,
+                start_ticks: None,
             };
         }
     };
-    let verdict = judge_holder(&content, modified, &lookup(content.pid), &wall_of);
+    let process = lookup(content.pid);
+    let verdict = judge_holder(&content, modified, &process, &wall_of);
+    let start_ticks = match (&process, verdict.liveness) {
+        (ProcLookup::Running(stat), Liveness::Alive) => Some(stat.start_ticks),
+        _ => None,
+    };
     LockHolder {
         pid: Some(content.pid),
         recorded_start: content.start_time,
@@ -171,6 +177,7 @@ pub fn judge_lock(
         // is, and one missed path is all it takes.
         why: inert(&verdict.why),
         started_at: verdict.started_at,
+        start_ticks,
     }
 }
 
@@ -329,6 +336,7 @@ pub fn read_lock(path: &Path) -> Reading<LockHolder> {
                 quote(&String::from_utf8_lossy(&bytes))
             ),
             started_at: None,
+            start_ticks: None,
         });
     }
     let text = String::from_utf8_lossy(&bytes);
