@@ -12,3 +12,4 @@ pub mod core;
 pub mod demo;
 pub mod engine;
 pub mod probe;
+pub mod tui;

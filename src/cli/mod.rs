@@ -17,7 +17,7 @@ pub use check::{CheckFormat, render_json, render_prometheus, render_table, statu
 
 /// mihari (見張り, "the lookout"): which of your long-running jobs need a human, in what order.
 #[derive(Debug, Parser)]
-#[command(name = "mihari", version, about, long_about = None, arg_required_else_help = true)]
+#[command(name = "mihari", version, about, long_about = None)]
 pub struct Cli {
     /// The jobs file. Default: $MIHARI_CONFIG, else $XDG_CONFIG_HOME/mihari/jobs.yaml,
     /// else ~/.config/mihari/jobs.yaml.
@@ -30,6 +30,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The dashboard: the action list, live (also what `mihari` alone opens).
+    Tui,
     /// Assess every job once and print the action list. Exit 0 OK, 1 WARNING
     /// (STALE/DISPATCH), 2 CRITICAL (RESTART/RED), 3 UNKNOWN (bad config, cannot assess).
     Check {
@@ -40,11 +42,15 @@ pub enum Command {
         #[arg(long)]
         prometheus: bool,
     },
-    /// A sandbox of real, simulated jobs showing every state and bucket.
+    /// A sandbox of real, simulated jobs showing every state and bucket, with the
+    /// dashboard on it (or one `check` printed, when the output is not a terminal).
     Demo {
         /// Build the sandbox here (created if missing; kept afterwards) instead of a temp dir.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Print one `check` of the sandbox instead of opening the dashboard.
+        #[arg(long)]
+        check: bool,
     },
     /// A simulated job of the demo (internal).
     #[command(hide = true)]
@@ -66,9 +72,15 @@ pub fn run(cli: Cli) -> ExitCode {
             };
             check::run(cli.config.as_deref(), format, &mut out)
         }
-        Some(Command::Demo { dir }) => crate::demo::run(dir.as_deref(), &mut out),
+        Some(Command::Demo { dir, check }) => {
+            let dashboard = !check && std::io::IsTerminal::is_terminal(&std::io::stdout());
+            crate::demo::run(dir.as_deref(), dashboard, &mut out)
+        }
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
-        None => ExitCode::from(2),
+        Some(Command::Tui) | None => {
+            drop(out);
+            crate::tui::run(cli.config.as_deref())
+        }
     }
 }
 

@@ -33,8 +33,14 @@ const MARKER: &str = ".mihari-demo";
 /// frozen job to pass its 2 s `stall_sec`.
 const SETTLE: Duration = Duration::from_millis(3200);
 
-pub fn run(dir: Option<&Path>, out: &mut impl Write) -> ExitCode {
-    match run_demo(dir, CheckFormat::Table, out) {
+/// Runs the demo: the dashboard on the sandbox when `dashboard`, else one printed check.
+pub fn run(dir: Option<&Path>, dashboard: bool, out: &mut impl Write) -> ExitCode {
+    let shown = if dashboard {
+        Shown::Dashboard
+    } else {
+        Shown::Check(CheckFormat::Table)
+    };
+    match run_demo(dir, shown, out) {
         Ok(code) => code,
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "mihari demo: {error}");
@@ -43,11 +49,19 @@ pub fn run(dir: Option<&Path>, out: &mut impl Write) -> ExitCode {
     }
 }
 
-/// Builds the sandbox, starts its jobs, prints one assessment in `format`, and ends every
-/// process it started.
+/// What the demo shows of its sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// The live dashboard, until the operator quits.
+    Dashboard,
+    /// One assessment, printed after the jobs had a few seconds to run.
+    Check(CheckFormat),
+}
+
+/// Builds the sandbox, starts its jobs, shows them, and ends every process it started.
 pub fn run_demo(
     dir: Option<&Path>,
-    format: CheckFormat,
+    shown: Shown,
     out: &mut impl Write,
 ) -> Result<ExitCode, String> {
     let sandbox = Sandbox::create(dir)?;
@@ -59,6 +73,15 @@ pub fn run_demo(
     let mut crew = Crew::default();
     crew.start(&exe, sandbox.path())
         .map_err(|e| format!("cannot start the simulated jobs: {e}"))?;
+    let format = match shown {
+        Shown::Dashboard => {
+            let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
+            let code = crate::tui::run_with(config);
+            drop(crew);
+            return Ok(code);
+        }
+        Shown::Check(format) => format,
+    };
     if format == CheckFormat::Table {
         let _ = writeln!(
             out,

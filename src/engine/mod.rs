@@ -1,18 +1,25 @@
 //! The engine: the one place that sequences probe -> core for every command.
 //!
-//! `mihari check`, the demo and (later) the dashboard and the watcher all ask the engine for
-//! a [`Snapshot`]: the evidence of every job, its assessment, and the action list. The engine
-//! owns the probes' memory (incremental counts, the last result of each check) and the clock
-//! reading of each pass; `core` stays pure because the engine hands it `now`.
+//! `mihari check`, the demo, the dashboard and (later) the watcher all ask the engine for a
+//! [`Snapshot`]: the evidence of every job, its assessment, and the action list. The engine
+//! owns the probes' memory (incremental counts, the last result of each check, the last
+//! evidence of each job) and hands `core` the clock reading of each pass, so `core` stays pure.
+//! It also answers the questions an event-driven loop asks: which files and holders to watch,
+//! which jobs a changed path belongs to, and the next moment a verdict can change by time
+//! alone. It never draws and never blocks on a check: checks are handed out to run elsewhere.
 
-use std::collections::HashMap;
+pub mod triggers;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::thread;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
-use crate::config::{Config, JobSpec};
-use crate::core::{ActionList, CheckOutcome, Evidence, assess, order};
+use crate::config::{CheckSpec, Config, JobSpec};
+use crate::core::{
+    ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, assess, order,
+};
 use crate::probe::{Prober, checks};
 
 /// One pass over every job: what was seen and what it means.
@@ -27,6 +34,21 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Judges `evidence` (in jobs-file order, one per job of `jobs`) at `now`.
+    pub fn judge(jobs: &[JobSpec], evidence: Vec<Evidence>, now: DateTime<Utc>) -> Snapshot {
+        let assessments: Vec<Assessment> = jobs
+            .iter()
+            .zip(&evidence)
+            .map(|(job, seen)| assess(job, seen, now))
+            .collect();
+        Snapshot {
+            generated_at: now,
+            evidence: jobs.iter().map(|j| j.id.clone()).zip(evidence).collect(),
+            list: order(assessments),
+            notices: Vec::new(),
+        }
+    }
+
     /// The evidence gathered for job `id`.
     pub fn evidence_of(&self, id: &str) -> Option<&Evidence> {
         self.evidence
@@ -34,6 +56,37 @@ impl Snapshot {
             .find(|(job, _)| job == id)
             .map(|(_, e)| e)
     }
+
+    /// The assessment of job `id`.
+    pub fn assessment_of(&self, id: &str) -> Option<&Assessment> {
+        self.list.rows().find(|a| a.id == id)
+    }
+}
+
+/// A check that is due, owned so it can run on another thread while the engine goes on.
+#[derive(Debug, Clone)]
+pub struct DueCheck {
+    pub job: String,
+    pub spec: CheckSpec,
+    pub cwd: PathBuf,
+}
+
+impl DueCheck {
+    /// Runs the check (blocking, at most its timeout) and returns its outcome with its key.
+    pub fn run(self) -> CheckResultFor {
+        let outcome = checks::run_check(&self.spec, &self.cwd);
+        CheckResultFor {
+            job: self.job,
+            outcome,
+        }
+    }
+}
+
+/// One check's outcome, for the job it belongs to.
+#[derive(Debug, Clone)]
+pub struct CheckResultFor {
+    pub job: String,
+    pub outcome: CheckOutcome,
 }
 
 /// Holds the jobs file and the probes' memory between passes.
@@ -43,14 +96,27 @@ pub struct Engine {
     prober: Prober,
     /// The latest outcome of each check, by (job id, check name).
     checks: HashMap<(String, String), CheckOutcome>,
+    /// The latest evidence of each job, in jobs-file order (empty until the first gather).
+    evidence: Vec<Evidence>,
+    notices: Vec<String>,
+    /// Checks handed out by [`Engine::take_due_checks`] whose results have not come back.
+    checks_out: HashSet<(String, String)>,
 }
 
 impl Engine {
     pub fn new(config: Config) -> Self {
+        let notices = vec![format!(
+            "no watcher yet: no machine watcher has run for state_dir '{}', so nothing \
+             watches these jobs while no one looks",
+            config.settings.state_dir.display()
+        )];
         Engine {
             config,
             prober: Prober::new(),
             checks: HashMap::new(),
+            evidence: Vec::new(),
+            notices,
+            checks_out: HashSet::new(),
         }
     }
 
@@ -58,67 +124,207 @@ impl Engine {
         &self.config
     }
 
-    /// Runs checks in parallel and remembers their outcomes: every check when `now` is `None`,
-    /// otherwise only those whose `every_sec` has passed since their last run.
+    /// Runs checks in parallel, blocking until they finish, and remembers their outcomes:
+    /// every check when `now` is `None`, otherwise only the due ones.
     pub fn run_checks(&mut self, now: Option<DateTime<Utc>>) {
-        let due: Vec<(&JobSpec, usize)> = self
-            .config
-            .jobs
-            .iter()
-            .flat_map(|job| (0..job.checks.len()).map(move |i| (job, i)))
-            .filter(|(job, i)| {
-                let check = &job.checks[*i];
-                match (now, self.checks.get(&(job.id.clone(), check.name.clone()))) {
-                    (Some(now), Some(last)) => {
-                        (now - last.at).num_seconds() >= check.every_sec as i64
-                    }
-                    _ => true,
-                }
-            })
-            .collect();
-        let default_cwd = self.config_folder();
-        let outcomes: Vec<((String, String), CheckOutcome)> = thread::scope(|scope| {
+        let due = self.due_checks(now);
+        let results: Vec<CheckResultFor> = thread::scope(|scope| {
             let running: Vec<_> = due
-                .iter()
-                .map(|(job, i)| {
-                    let check = &job.checks[*i];
-                    let cwd = check_folder(job, &default_cwd);
-                    let key = (job.id.clone(), check.name.clone());
-                    scope.spawn(move || (key, checks::run_check(check, &cwd)))
-                })
+                .into_iter()
+                .map(|check| scope.spawn(move || check.run()))
                 .collect();
             running
                 .into_iter()
                 .filter_map(|handle| handle.join().ok())
                 .collect()
         });
-        self.checks.extend(outcomes);
+        self.record_checks(results);
+    }
+
+    /// The checks to run now: all of them when `now` is `None`, otherwise those never run or
+    /// whose `every_sec` has passed since their last run.
+    pub fn due_checks(&self, now: Option<DateTime<Utc>>) -> Vec<DueCheck> {
+        let default_cwd = self.config_folder();
+        let mut due = Vec::new();
+        for job in &self.config.jobs {
+            for check in &job.checks {
+                let last = self.checks.get(&(job.id.clone(), check.name.clone()));
+                let is_due = match (now, last) {
+                    (Some(now), Some(last)) => now >= last.at + every(check),
+                    _ => true,
+                };
+                if is_due {
+                    due.push(DueCheck {
+                        job: job.id.clone(),
+                        spec: check.clone(),
+                        cwd: check_folder(job, &default_cwd),
+                    });
+                }
+            }
+        }
+        due
+    }
+
+    /// The due checks that are not already out, marked as out until their results are
+    /// recorded: for a caller that runs them in the background.
+    pub fn take_due_checks(&mut self, now: DateTime<Utc>) -> Vec<DueCheck> {
+        let due: Vec<DueCheck> = self
+            .due_checks(Some(now))
+            .into_iter()
+            .filter(|c| {
+                !self
+                    .checks_out
+                    .contains(&(c.job.clone(), c.spec.name.clone()))
+            })
+            .collect();
+        for check in &due {
+            self.checks_out
+                .insert((check.job.clone(), check.spec.name.clone()));
+        }
+        due
+    }
+
+    /// Remembers check outcomes; the next snapshot shows them.
+    pub fn record_checks(&mut self, results: impl IntoIterator<Item = CheckResultFor>) {
+        for result in results {
+            let key = (result.job, result.outcome.name.clone());
+            self.checks_out.remove(&key);
+            self.checks.insert(key, result.outcome);
+        }
     }
 
     /// Gathers every job's evidence, judges it at `now`, and orders the action list.
     pub fn snapshot(&mut self, now: DateTime<Utc>) -> Snapshot {
-        let mut evidence = Vec::with_capacity(self.config.jobs.len());
-        let mut assessments = Vec::with_capacity(self.config.jobs.len());
+        self.refresh(None, now)
+    }
+
+    /// Gathers the evidence of the jobs in `only` (every job when `None`; every job as well
+    /// before the first gather), keeps the rest as last seen, and judges all of it at `now`.
+    pub fn refresh(&mut self, only: Option<&HashSet<String>>, now: DateTime<Utc>) -> Snapshot {
+        let first = self.evidence.len() != self.config.jobs.len();
+        if first {
+            self.evidence = vec![Evidence::default(); self.config.jobs.len()];
+        }
+        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+            if first || only.is_none_or(|ids| ids.contains(&job.id)) {
+                *seen = self.prober.gather(job);
+            }
+        }
+        self.reassess(now)
+    }
+
+    /// Judges the last evidence again at `now`, reading nothing: what time alone changes.
+    pub fn reassess(&self, now: DateTime<Utc>) -> Snapshot {
+        let evidence: Vec<Evidence> = self
+            .config
+            .jobs
+            .iter()
+            .zip(&self.evidence)
+            .map(|(job, seen)| {
+                let mut seen = seen.clone();
+                seen.checks = job
+                    .checks
+                    .iter()
+                    .filter_map(|c| self.checks.get(&(job.id.clone(), c.name.clone())).cloned())
+                    .collect();
+                seen
+            })
+            .collect();
+        let mut snapshot = Snapshot::judge(&self.config.jobs, evidence, now);
+        snapshot.notices = self.notices.clone();
+        snapshot
+    }
+
+    /// Every file whose change can change a verdict: locks, logs, progress files, SQLite
+    /// databases with their journals, manifests. Watch their folders, not the files, so
+    /// rotation and atomic replace are followed.
+    pub fn watched_paths(&self) -> Vec<PathBuf> {
+        let mut paths = BTreeSet::new();
         for job in &self.config.jobs {
-            let mut seen = self.prober.gather(job);
-            seen.checks = job
-                .checks
-                .iter()
-                .filter_map(|c| self.checks.get(&(job.id.clone(), c.name.clone())).cloned())
-                .collect();
-            assessments.push(assess(job, &seen, now));
-            evidence.push((job.id.clone(), seen));
+            paths.extend(job_paths(job));
         }
-        Snapshot {
-            generated_at: now,
-            evidence,
-            list: order(assessments),
-            notices: vec![format!(
-                "no watcher yet: no machine watcher has run for state_dir '{}', so nothing \
-                 watches these jobs while no one looks",
-                self.config.settings.state_dir.display()
-            )],
+        paths.into_iter().collect()
+    }
+
+    /// The jobs a changed path belongs to.
+    pub fn jobs_touching(&self, path: &Path) -> Vec<String> {
+        self.config
+            .jobs
+            .iter()
+            .filter(|job| job_paths(job).iter().any(|p| p == path))
+            .map(|job| job.id.clone())
+            .collect()
+    }
+
+    /// The live holders of every lock seen (a job's lock and its resource lock), as
+    /// (PID, start ticks): wait on their exit rather than polling for it.
+    pub fn live_holders(&self) -> Vec<(u32, u64)> {
+        let mut holders = BTreeSet::new();
+        for seen in &self.evidence {
+            for reading in [&seen.lock, &seen.resource_lock].into_iter().flatten() {
+                if let Reading::Found(holder) = reading
+                    && holder.liveness == Liveness::Alive
+                    && let (Some(pid), Some(ticks)) = (holder.pid, holder.start_ticks)
+                {
+                    holders.insert((pid, ticks));
+                }
+            }
         }
+        holders.into_iter().collect()
+    }
+
+    /// The jobs whose lock or resource lock is held by `pid`.
+    pub fn jobs_held_by(&self, pid: u32) -> Vec<String> {
+        self.config
+            .jobs
+            .iter()
+            .zip(&self.evidence)
+            .filter(|(_, seen)| {
+                [&seen.lock, &seen.resource_lock]
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
+            })
+            .map(|(job, _)| job.id.clone())
+            .collect()
+    }
+
+    /// The next moment a verdict can change by time alone: a running job's stall deadline,
+    /// or a check falling due. `None` when nothing changes until something happens.
+    pub fn next_deadline(&self, snapshot: &Snapshot) -> Option<DateTime<Utc>> {
+        let mut next: Option<DateTime<Utc>> = None;
+        let mut consider = |at: DateTime<Utc>| {
+            if next.is_none_or(|n| at < n) {
+                next = Some(at);
+            }
+        };
+        for job in &self.config.jobs {
+            let Some(row) = snapshot.assessment_of(&job.id) else {
+                continue;
+            };
+            // A running job (or one running without a declared lock) stalls when its
+            // freshest reading passes stall_sec; a millisecond later the verdict flips.
+            if row.state == State::Running
+                && let Some(age) = row.progress_age_sec
+            {
+                let left_ms = (job.stall_sec as f64 - age) * 1000.0;
+                let at =
+                    snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
+                consider(at);
+            }
+            for check in &job.checks {
+                let key = (job.id.clone(), check.name.clone());
+                // A check that is out reports back by itself; one never run is due now.
+                if self.checks_out.contains(&key) {
+                    continue;
+                }
+                match self.checks.get(&key) {
+                    Some(last) => consider(last.at + every(check)),
+                    None => consider(snapshot.generated_at),
+                }
+            }
+        }
+        next
     }
 
     fn config_folder(&self) -> PathBuf {
@@ -128,6 +334,35 @@ impl Engine {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"))
     }
+}
+
+fn every(check: &CheckSpec) -> Duration {
+    Duration::seconds(check.every_sec.min(i64::MAX as u64) as i64)
+}
+
+/// Every file a job declares, with a SQLite database's journal and WAL files (a commit in WAL
+/// mode touches only the `-wal` file).
+pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [
+        &job.lock,
+        &job.log,
+        &job.progress_file,
+        &job.manifest,
+        &job.resource_lock,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    if let Some(table) = &job.progress_table {
+        paths.push(table.db.clone());
+        for suffix in ["-wal", "-journal"] {
+            let mut name = table.db.clone().into_os_string();
+            name.push(suffix);
+            paths.push(PathBuf::from(name));
+        }
+    }
+    paths
 }
 
 /// Checks run in the job's `restart.cwd`, else in the jobs file's folder.

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod manifest;
 pub mod proc;
 pub mod table;
+pub mod tail;
 
 use crate::config::JobSpec;
 use crate::core::{Evidence, Reading};

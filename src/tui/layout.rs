@@ -1,0 +1,67 @@
+//! Where everything goes on the screen, as a pure function of the terminal size and the model's
+//! pane state. `view` draws into these areas and `update` uses the same areas to know what a
+//! mouse click or a page key refers to, so the two can never disagree.
+
+use ratatui::layout::Rect;
+
+/// Lines the header takes: the status line, then dispatch-held or the watcher notice.
+pub const HEADER_LINES: u16 = 2;
+/// Below this many body lines the list and the detail do not share the screen: Enter opens
+/// the detail full-size instead.
+pub const SPLIT_MIN_BODY: u16 = 26;
+
+/// The areas of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    pub header: Rect,
+    /// The action list, when shown.
+    pub list: Option<Rect>,
+    /// The detail pane, when shown.
+    pub detail: Option<Rect>,
+    /// The bottom line: key hints, the filter being typed, or a status message.
+    pub status: Rect,
+}
+
+/// Splits a `width` x `height` screen. `zoomed` shows the detail alone.
+pub fn areas(width: u16, height: u16, zoomed: bool) -> Areas {
+    let header_height = HEADER_LINES.min(height);
+    let header = Rect::new(0, 0, width, header_height);
+    let status_y = height.saturating_sub(1).max(header_height);
+    let status = Rect::new(0, status_y, width, u16::from(height > header_height));
+    let body_height = status_y.saturating_sub(header_height);
+    let body = Rect::new(0, header_height, width, body_height);
+    if zoomed {
+        return Areas {
+            header,
+            list: None,
+            detail: Some(body),
+            status,
+        };
+    }
+    if body_height >= SPLIT_MIN_BODY {
+        let list_height = body_height * 11 / 20;
+        Areas {
+            header,
+            list: Some(Rect::new(0, body.y, width, list_height)),
+            detail: Some(Rect::new(
+                0,
+                body.y + list_height,
+                width,
+                body_height - list_height,
+            )),
+            status,
+        }
+    } else {
+        Areas {
+            header,
+            list: Some(body),
+            detail: None,
+            status,
+        }
+    }
+}
+
+/// Lines of list rows inside the list area (its block has a top and a bottom border).
+pub fn list_inner_height(list: Rect) -> usize {
+    usize::from(list.height.saturating_sub(2))
+}

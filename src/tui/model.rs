@@ -1,0 +1,641 @@
+//! The dashboard's state and its one transition function, `update` (The Elm Architecture).
+//!
+//! The model carries everything the screen shows, `now` included, so `view` is a pure
+//! function of it and a snapshot test is deterministic. `update` turns one message (a key, a
+//! mouse event, a new snapshot from the engine, the passing of time, a log tail) into a new
+//! model and at most one [`Command`] for the runtime to carry out. It performs no I/O itself:
+//! it never reads a file, a clock or a process, and it never acts on a job.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, Utc};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+
+use super::layout::{self, Areas};
+use super::theme::Theme;
+use crate::config::JobSpec;
+use crate::core::{Assessment, Bucket, FileStamp, Reading};
+use crate::engine::Snapshot;
+
+/// How long the rate history behind sparklines and ETAs reaches back.
+const HISTORY: Duration = Duration::minutes(15);
+/// The width in time of one sparkline cell.
+pub const SPARK_BUCKET_SECS: i64 = 15;
+/// Lines of log tail the detail pane asks for.
+pub const TAIL_LINES: usize = 40;
+
+/// Which pane the movement keys act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    List,
+    Detail,
+}
+
+/// A log tail loaded for one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tail {
+    pub job: String,
+    pub lines: Reading<Vec<String>>,
+}
+
+/// Everything the dashboard shows.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The moment the screen depicts. Ages are computed against it, never against a clock.
+    pub now: DateTime<Utc>,
+    pub jobs: Vec<JobSpec>,
+    /// The jobs file, shown when it declares no jobs.
+    pub source: PathBuf,
+    /// The latest snapshot from the engine; `None` until the first gather.
+    pub snapshot: Option<Snapshot>,
+    /// Recent (time, done) samples per job, for sparklines and ETAs.
+    pub history: HashMap<String, VecDeque<(DateTime<Utc>, u64)>>,
+    /// The selected job, by id, so the selection follows it when the order changes.
+    pub selected: Option<String>,
+    /// The first list line shown.
+    pub list_scroll: usize,
+    pub focus: Pane,
+    /// The detail pane fills the body (Enter); otherwise it shares the screen if there is room.
+    pub zoomed: bool,
+    pub detail_scroll: u16,
+    pub filter: String,
+    pub filter_editing: bool,
+    pub help: bool,
+    /// A one-off message for the status line, cleared by the next key.
+    pub status: Option<String>,
+    pub tail: Option<Tail>,
+    /// The log's stamp when the tail was loaded: a newer stamp means load it again.
+    tail_stamp: Option<Option<FileStamp>>,
+    pub size: (u16, u16),
+    pub theme: Theme,
+    /// Set by `update` when the screen must be drawn again.
+    pub dirty: bool,
+    pub quit: bool,
+}
+
+/// What can happen to the dashboard.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize(u16, u16),
+    /// The engine judged the jobs again; the snapshot's `generated_at` becomes `now`.
+    Snapshot(Snapshot),
+    /// Time passed with nothing else happening: ages on screen may read differently.
+    Tick(DateTime<Utc>),
+    /// The log tail the runtime loaded for a job.
+    Tail {
+        job: String,
+        lines: Reading<Vec<String>>,
+    },
+    /// Something the operator should see on the status line (a watch that failed, ...).
+    Status(String),
+}
+
+/// A side effect `update` asks the runtime to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+    /// Read the last lines of `path` and answer with [`Msg::Tail`].
+    LoadTail {
+        job: String,
+        path: PathBuf,
+    },
+    /// Gather every job's evidence again now.
+    Refresh,
+}
+
+/// One line of the action list.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Row<'a> {
+    /// A section heading: a bucket, or `None` for the jobs with nothing to do.
+    Heading {
+        bucket: Option<Bucket>,
+        count: usize,
+    },
+    Job(&'a Assessment),
+}
+
+impl Model {
+    pub fn new(jobs: Vec<JobSpec>, source: PathBuf, theme: Theme, now: DateTime<Utc>) -> Self {
+        Model {
+            now,
+            jobs,
+            source,
+            snapshot: None,
+            history: HashMap::new(),
+            selected: None,
+            list_scroll: 0,
+            focus: Pane::List,
+            zoomed: false,
+            detail_scroll: 0,
+            filter: String::new(),
+            filter_editing: false,
+            help: false,
+            status: None,
+            tail: None,
+            tail_stamp: None,
+            size: (80, 24),
+            theme,
+            dirty: true,
+            quit: false,
+        }
+    }
+
+    pub fn areas(&self) -> Areas {
+        layout::areas(self.size.0, self.size.1, self.zoomed)
+    }
+
+    /// The spec of job `id`.
+    pub fn job(&self, id: &str) -> Option<&JobSpec> {
+        self.jobs.iter().find(|j| j.id == id)
+    }
+
+    /// Whether a row passes the filter: a case-insensitive match on id, owner or state.
+    fn matches(&self, row: &Assessment) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let needle = self.filter.to_lowercase();
+        let owner = self
+            .job(&row.id)
+            .and_then(|j| j.owner.as_deref())
+            .unwrap_or("");
+        row.id.to_lowercase().contains(&needle)
+            || owner.to_lowercase().contains(&needle)
+            || row.state.as_str().to_lowercase().contains(&needle)
+            || row
+                .bucket
+                .is_some_and(|b| b.as_str().to_lowercase().contains(&needle))
+    }
+
+    /// The lines of the action list as shown: headings with counts, then their jobs, the
+    /// buckets in fixed order, then the jobs with nothing to do. Filtered.
+    pub fn rows(&self) -> Vec<Row<'_>> {
+        let Some(snapshot) = &self.snapshot else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for bucket in Bucket::ORDER {
+            let jobs: Vec<&Assessment> = snapshot
+                .list
+                .bucket(bucket)
+                .filter(|a| self.matches(a))
+                .collect();
+            if !jobs.is_empty() {
+                rows.push(Row::Heading {
+                    bucket: Some(bucket),
+                    count: jobs.len(),
+                });
+                rows.extend(jobs.into_iter().map(Row::Job));
+            }
+        }
+        let rest: Vec<&Assessment> = snapshot
+            .list
+            .rest
+            .iter()
+            .filter(|a| self.matches(a))
+            .collect();
+        if !rest.is_empty() {
+            rows.push(Row::Heading {
+                bucket: None,
+                count: rest.len(),
+            });
+            rows.extend(rest.into_iter().map(Row::Job));
+        }
+        rows
+    }
+
+    /// The selected job's assessment, if it is shown.
+    pub fn selected_row(&self) -> Option<&Assessment> {
+        let id = self.selected.as_deref()?;
+        self.snapshot.as_ref()?.assessment_of(id)
+    }
+
+    /// Seconds since the freshest progress of `row`, as of `now`.
+    pub fn age_now(&self, row: &Assessment) -> Option<f64> {
+        let snapshot = self.snapshot.as_ref()?;
+        let drift = (self.now - snapshot.generated_at).num_milliseconds().max(0) as f64 / 1000.0;
+        row.progress_age_sec.map(|age| age + drift)
+    }
+
+    /// The next moment the screen would read differently with nothing else happening: an age
+    /// crossing its display step, or the header clock's minute. Steps are aligned so that many
+    /// quiet jobs change together, once a minute, instead of one after another.
+    pub fn next_tick(&self) -> DateTime<Utc> {
+        let minute = next_boundary(self.now, 60);
+        let mut next = minute;
+        if let Some(snapshot) = &self.snapshot {
+            for row in snapshot.list.rows() {
+                if let Some(age) = self.age_now(row) {
+                    let step = age_step(age);
+                    if step < 60 {
+                        let into = age % step as f64;
+                        let wait_ms = ((step as f64 - into) * 1000.0).ceil() as i64;
+                        let at = self.now + Duration::milliseconds(wait_ms.max(1));
+                        next = next.min(at);
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    fn select_first_if_needed(&mut self) {
+        let ids: Vec<String> = self
+            .rows()
+            .iter()
+            .filter_map(|r| match r {
+                Row::Job(a) => Some(a.id.clone()),
+                Row::Heading { .. } => None,
+            })
+            .collect();
+        let keep = self
+            .selected
+            .as_ref()
+            .is_some_and(|id| ids.iter().any(|i| i == id));
+        if !keep {
+            self.selected = ids.first().cloned();
+            self.detail_scroll = 0;
+        }
+    }
+
+    /// Moves the selection `delta` job rows (negative is up), clamped at the ends.
+    fn move_selection(&mut self, delta: isize) {
+        let ids: Vec<String> = self
+            .rows()
+            .iter()
+            .filter_map(|r| match r {
+                Row::Job(a) => Some(a.id.clone()),
+                Row::Heading { .. } => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            self.selected = None;
+            return;
+        }
+        let at = self
+            .selected
+            .as_ref()
+            .and_then(|id| ids.iter().position(|i| i == id))
+            .unwrap_or(0) as isize;
+        let to = (at + delta).clamp(0, ids.len() as isize - 1) as usize;
+        if self.selected.as_deref() != Some(ids[to].as_str()) {
+            self.selected = Some(ids[to].clone());
+            self.detail_scroll = 0;
+        }
+    }
+
+    /// Keeps the selected row (and, when it is the first of its section, its heading) in
+    /// the visible part of the list.
+    fn ensure_visible(&mut self) {
+        let Some(list) = self.areas().list else {
+            return;
+        };
+        let height = layout::list_inner_height(list).max(1);
+        let rows = self.rows();
+        let line = self.selected.as_ref().and_then(|id| {
+            rows.iter()
+                .position(|r| matches!(r, Row::Job(a) if &a.id == id))
+        });
+        let max_scroll = rows.len().saturating_sub(height);
+        if let Some(line) = line {
+            let top = if line > 0 && matches!(rows[line - 1], Row::Heading { .. }) {
+                line - 1
+            } else {
+                line
+            };
+            if top < self.list_scroll {
+                self.list_scroll = top;
+            } else if line >= self.list_scroll + height {
+                self.list_scroll = line + 1 - height;
+            }
+        }
+        self.list_scroll = self.list_scroll.min(max_scroll);
+    }
+
+    /// The tail to load for the selected job, if it is not loaded or its log changed.
+    fn tail_command(&mut self) -> Option<Command> {
+        let id = self.selected.clone()?;
+        let job = self.job(&id)?;
+        let path = job.log.clone()?;
+        let stamp = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.evidence_of(&id))
+            .and_then(|e| e.log.as_ref())
+            .and_then(|r| r.found().cloned());
+        let loaded_for_this = self.tail.as_ref().is_some_and(|t| t.job == id);
+        if loaded_for_this && self.tail_stamp.as_ref() == Some(&stamp) {
+            return None;
+        }
+        self.tail_stamp = Some(stamp);
+        Some(Command::LoadTail { job: id, path })
+    }
+
+    fn record_history(&mut self, snapshot: &Snapshot) {
+        let at = snapshot.generated_at;
+        for row in snapshot.list.rows() {
+            let Some(done) = row.done else { continue };
+            let samples = self.history.entry(row.id.clone()).or_default();
+            let changed = samples.back().is_none_or(|&(_, last)| last != done);
+            let old = samples
+                .back()
+                .is_none_or(|&(t, _)| at - t >= Duration::seconds(SPARK_BUCKET_SECS));
+            if changed || old {
+                samples.push_back((at, done));
+            }
+            while samples.front().is_some_and(|&(t, _)| at - t > HISTORY) {
+                samples.pop_front();
+            }
+        }
+    }
+}
+
+/// The display step of an age: seconds under 10 s, tens of seconds under a minute, then
+/// minutes.
+pub fn age_step(age_sec: f64) -> i64 {
+    if age_sec < 10.0 {
+        1
+    } else if age_sec < 60.0 {
+        10
+    } else {
+        60
+    }
+}
+
+/// The next instant after `now` that is a whole multiple of `step` seconds since the epoch.
+fn next_boundary(now: DateTime<Utc>, step: i64) -> DateTime<Utc> {
+    let ms = now.timestamp_millis();
+    let step_ms = step * 1000;
+    let next = (ms.div_euclid(step_ms) + 1) * step_ms;
+    DateTime::from_timestamp_millis(next).unwrap_or(now + Duration::seconds(step))
+}
+
+/// Applies one message. Returns what the runtime must do, if anything.
+pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
+    match msg {
+        Msg::Key(key) => {
+            if key.kind == KeyEventKind::Release {
+                return None;
+            }
+            model.dirty = true;
+            on_key(model, key)
+        }
+        Msg::Mouse(mouse) => on_mouse(model, mouse),
+        Msg::Resize(width, height) => {
+            model.size = (width, height);
+            model.dirty = true;
+            model.ensure_visible();
+            None
+        }
+        Msg::Snapshot(snapshot) => {
+            model.now = model.now.max(snapshot.generated_at);
+            model.record_history(&snapshot);
+            model.snapshot = Some(snapshot);
+            model.select_first_if_needed();
+            model.ensure_visible();
+            model.dirty = true;
+            model.tail_command()
+        }
+        Msg::Tick(now) => {
+            if now > model.now {
+                model.now = now;
+                model.dirty = true;
+            }
+            None
+        }
+        Msg::Tail { job, lines } => {
+            if model.selected.as_deref() == Some(job.as_str()) {
+                model.tail = Some(Tail { job, lines });
+                model.dirty = true;
+            }
+            None
+        }
+        Msg::Status(text) => {
+            model.status = Some(text);
+            model.dirty = true;
+            None
+        }
+    }
+}
+
+fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && matches!(key.code, KeyCode::Char('c' | 'C')) {
+        model.quit = true;
+        return Some(Command::Quit);
+    }
+    model.status = None;
+    if model.filter_editing {
+        return on_filter_key(model, key);
+    }
+    if model.help {
+        match key.code {
+            KeyCode::Char('q') => {
+                model.quit = true;
+                return Some(Command::Quit);
+            }
+            _ => model.help = false,
+        }
+        return None;
+    }
+    let page = page_height(model) as isize;
+    match key.code {
+        KeyCode::Char('q') => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        KeyCode::Char('?') => model.help = true,
+        KeyCode::Char('/') => model.filter_editing = true,
+        KeyCode::Esc => {
+            if model.zoomed {
+                model.zoomed = false;
+                model.focus = Pane::List;
+            } else if !model.filter.is_empty() {
+                model.filter.clear();
+                model.select_first_if_needed();
+            }
+        }
+        KeyCode::Enter => {
+            if model.zoomed {
+                model.zoomed = false;
+                model.focus = Pane::List;
+            } else if model.selected.is_some() {
+                model.zoomed = true;
+                model.focus = Pane::Detail;
+            }
+        }
+        KeyCode::Tab | KeyCode::BackTab => {
+            let detail_shown = model.areas().detail.is_some();
+            match model.focus {
+                Pane::List if detail_shown => model.focus = Pane::Detail,
+                Pane::List if model.selected.is_some() => {
+                    model.zoomed = true;
+                    model.focus = Pane::Detail;
+                }
+                Pane::List => {}
+                Pane::Detail => {
+                    model.focus = Pane::List;
+                    model.zoomed = false;
+                }
+            }
+        }
+        KeyCode::Up | KeyCode::Char('k') => return step(model, -1),
+        KeyCode::Down | KeyCode::Char('j') => return step(model, 1),
+        KeyCode::PageUp => return step(model, -page.max(1)),
+        KeyCode::PageDown => return step(model, page.max(1)),
+        KeyCode::Home | KeyCode::Char('g') => return step(model, -(isize::MAX / 2)),
+        KeyCode::End | KeyCode::Char('G') => return step(model, isize::MAX / 2),
+        KeyCode::Char('l') if model.selected.is_some() => {
+            model.zoomed = true;
+            model.focus = Pane::Detail;
+            model.detail_scroll = detail_max_scroll(model);
+        }
+        KeyCode::Char('R') => {
+            model.status = Some("gathering every job's evidence again".to_string());
+            return Some(Command::Refresh);
+        }
+        KeyCode::Char(c @ ('r' | 'x' | 'a' | 'e' | 'D')) => {
+            model.status = Some(not_yet(c).to_string());
+        }
+        _ => {}
+    }
+    model.ensure_visible();
+    None
+}
+
+/// What the decision and history keys say until their issue lands: nothing is faked.
+fn not_yet(key: char) -> &'static str {
+    match key {
+        'r' => "r (restart): decisions arrive with the state store; nothing was done",
+        'x' => "x (release): decisions arrive with the state store; nothing was done",
+        'a' => "a (approve): approvals arrive with the state store; nothing was done",
+        'e' => "e (events): the event log arrives with the state store",
+        _ => "D (digest): the daily digest arrives with the watcher",
+    }
+}
+
+fn on_filter_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    match key.code {
+        KeyCode::Esc => {
+            model.filter.clear();
+            model.filter_editing = false;
+        }
+        KeyCode::Enter => model.filter_editing = false,
+        KeyCode::Backspace => {
+            model.filter.pop();
+        }
+        KeyCode::Char(c) if !c.is_control() && model.filter.chars().count() < 64 => {
+            model.filter.push(c);
+        }
+        _ => {}
+    }
+    model.select_first_if_needed();
+    model.list_scroll = 0;
+    model.ensure_visible();
+    model.tail_command()
+}
+
+/// Moves in the focused pane: the selection in the list, the scroll in the detail.
+fn step(model: &mut Model, delta: isize) -> Option<Command> {
+    match model.focus {
+        Pane::List => {
+            model.move_selection(delta);
+            model.ensure_visible();
+            model.tail_command()
+        }
+        Pane::Detail => {
+            let current = model.detail_scroll.min(detail_max_scroll(model)) as isize;
+            let scroll = current.saturating_add(delta);
+            model.detail_scroll = scroll.clamp(0, detail_max_scroll(model) as isize) as u16;
+            None
+        }
+    }
+}
+
+/// How far the detail can scroll: its wrapped lines past the pane's height.
+fn detail_max_scroll(model: &Model) -> u16 {
+    let Some(detail) = model.areas().detail else {
+        return 0;
+    };
+    let inner_height = usize::from(detail.height.saturating_sub(2));
+    let lines = super::view::detail_lines(model, detail.width).len();
+    lines
+        .saturating_sub(inner_height)
+        .min(usize::from(u16::MAX)) as u16
+}
+
+fn page_height(model: &Model) -> usize {
+    let areas = model.areas();
+    match model.focus {
+        Pane::List => areas.list.map(layout::list_inner_height).unwrap_or(1),
+        Pane::Detail => areas
+            .detail
+            .map(|d| usize::from(d.height.saturating_sub(2)))
+            .unwrap_or(1),
+    }
+    .saturating_sub(1)
+    .max(1)
+}
+
+fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
+    let areas = model.areas();
+    let inside = |area: Option<ratatui::layout::Rect>| {
+        area.is_some_and(|a| {
+            mouse.column >= a.x
+                && mouse.column < a.x + a.width
+                && mouse.row >= a.y
+                && mouse.row < a.y + a.height
+        })
+    };
+    let in_list = inside(areas.list);
+    let in_detail = inside(areas.detail);
+    match mouse.kind {
+        MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
+            let delta = if mouse.kind == MouseEventKind::ScrollDown {
+                1
+            } else {
+                -1
+            };
+            if in_detail {
+                model.focus = Pane::Detail;
+                model.dirty = true;
+                step(model, delta * 3)
+            } else if in_list {
+                model.focus = Pane::List;
+                model.dirty = true;
+                step(model, delta)
+            } else {
+                None
+            }
+        }
+        MouseEventKind::Down(MouseButton::Left) if in_list => {
+            let list = areas.list?;
+            let line = usize::from(mouse.row.saturating_sub(list.y + 1)) + model.list_scroll;
+            let clicked = match model.rows().get(line) {
+                Some(Row::Job(a)) => Some(a.id.clone()),
+                _ => None,
+            };
+            model.focus = Pane::List;
+            model.dirty = true;
+            if let Some(id) = clicked
+                && model.selected.as_deref() != Some(id.as_str())
+            {
+                model.selected = Some(id);
+                model.detail_scroll = 0;
+                return model.tail_command();
+            }
+            None
+        }
+        MouseEventKind::Down(MouseButton::Left) if in_detail => {
+            model.focus = Pane::Detail;
+            model.dirty = true;
+            None
+        }
+        _ => None,
+    }
+}

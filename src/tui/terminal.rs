@@ -1,0 +1,99 @@
+//! The terminal: raw mode, the alternate screen and mouse capture, and their undoing.
+//!
+//! The terminal is restored on every exit path: a normal quit and an error (the [`Screen`]
+//! guard's `Drop`), and a panic (a hook that restores before the panic message prints, so the
+//! message is readable and the shell is usable). Signals end the event loop, which drops the
+//! guard. Terminal input is read on its own thread, blocked in the kernel while nothing
+//! happens.
+
+use std::io::{self, Stdout, Write};
+use std::sync::Once;
+
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::backend::CrosstermBackend;
+use ratatui::{Frame, Terminal};
+
+/// The dashboard's hold on the terminal; dropping it gives the terminal back.
+pub struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    /// Takes over the terminal. Fails, restoring what it changed, when stdout is no terminal.
+    pub fn enter() -> io::Result<Self> {
+        install_panic_hook();
+        enable_raw_mode()?;
+        let mut stdout = io::stdout();
+        if let Err(error) = execute!(stdout, EnterAlternateScreen, EnableMouseCapture) {
+            restore();
+            return Err(error);
+        }
+        match Terminal::new(CrosstermBackend::new(stdout)) {
+            Ok(mut terminal) => {
+                let _ = terminal.hide_cursor();
+                let _ = terminal.clear();
+                Ok(Screen { terminal })
+            }
+            Err(error) => {
+                restore();
+                Err(error)
+            }
+        }
+    }
+
+    pub fn size(&self) -> io::Result<(u16, u16)> {
+        let size = self.terminal.size()?;
+        Ok((size.width, size.height))
+    }
+
+    /// Draws one frame; ratatui writes only the cells that changed.
+    pub fn draw(&mut self, render: impl FnOnce(&mut Frame)) -> io::Result<()> {
+        self.terminal.draw(render).map(|_| ())
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = self.terminal.show_cursor();
+        restore();
+    }
+}
+
+/// Undoes everything [`Screen::enter`] did. Safe to call more than once.
+pub fn restore() {
+    let mut stdout = io::stdout();
+    let _ = execute!(stdout, DisableMouseCapture, LeaveAlternateScreen);
+    let _ = disable_raw_mode();
+    let _ = write!(stdout, "\u{1b}[?25h");
+    let _ = stdout.flush();
+}
+
+/// Restores the terminal before the default panic report, once per process.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
+
+/// Reads terminal events on a thread of their own and hands each to `deliver`, until it
+/// returns false or reading fails (the error is delivered too).
+pub fn spawn_reader(mut deliver: impl FnMut(io::Result<Event>) -> bool + Send + 'static) {
+    std::thread::spawn(move || {
+        loop {
+            let event = event::read();
+            let failed = event.is_err();
+            if !deliver(event) || failed {
+                break;
+            }
+        }
+    });
+}

@@ -1,0 +1,922 @@
+//! `view(&Model, &mut Frame)`: the model as a frame, and nothing else.
+//!
+//! Side-effect free: it reads no clock (ages are computed against `model.now`), no file and no
+//! environment (the theme is in the model), so the same model always draws the same screen.
+//! Every string that came from a job was made inert by the probes; it passes through
+//! [`inert`] once more here, because a cell is the last gate before the terminal.
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use super::layout;
+use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS, TAIL_LINES};
+use super::theme::symbol;
+use crate::core::text::inert;
+use crate::core::{Assessment, Bucket, CheckResult, Liveness, Reading};
+
+/// Draws the whole screen.
+pub fn view(model: &Model, frame: &mut Frame) {
+    let size = frame.area();
+    let areas = layout::areas(size.width, size.height, model.zoomed);
+    header(model, frame, areas.header);
+    if let Some(list) = areas.list {
+        action_list(model, frame, list);
+    }
+    if let Some(detail) = areas.detail {
+        detail_pane(model, frame, detail);
+    }
+    status_line(model, frame, areas.status);
+    if model.help {
+        help(model, frame, size);
+    }
+}
+
+fn header(model: &Model, frame: &mut Frame, area: Rect) {
+    if area.height == 0 {
+        return;
+    }
+    let theme = &model.theme;
+    let mut spans = vec![Span::styled(" mihari ", theme.heading()), Span::raw("│ ")];
+    let watcher_missing = model
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.notices.iter().any(|n| n.starts_with("no watcher")));
+    if watcher_missing {
+        spans.push(Span::styled("no watcher yet", theme.warning()));
+    } else {
+        spans.push(Span::raw("watcher"));
+    }
+    spans.push(Span::raw(" │"));
+    if let Some(snapshot) = &model.snapshot {
+        for (bucket, count) in snapshot.list.counts() {
+            let style = if count > 0 {
+                theme.bucket(bucket)
+            } else {
+                theme.dim()
+            };
+            spans.push(Span::raw(" "));
+            spans.push(Span::styled(format!("{} {count}", bucket.as_str()), style));
+        }
+        let total = snapshot.list.actions.len() + snapshot.list.rest.len();
+        spans.push(Span::styled(format!(" │ {total} jobs"), theme.dim()));
+    }
+    let clock = model.now.format("%H:%M UTC").to_string();
+    let width = usize::from(area.width);
+    let length = |spans: &[Span]| {
+        spans
+            .iter()
+            .map(|s| s.content.chars().count())
+            .sum::<usize>()
+    };
+    if length(&spans) + clock.len() + 2 > width && model.snapshot.is_some() {
+        // The clock matters more than the job count on a narrow screen.
+        spans.pop();
+    }
+    let used = length(&spans);
+    if used + clock.len() + 2 <= width {
+        spans.push(Span::raw(" ".repeat(width - used - clock.len() - 1)));
+        spans.push(Span::raw(clock));
+    }
+    let mut lines = vec![Line::from(spans)];
+    if area.height > 1 {
+        let second = match &model.snapshot {
+            Some(snapshot) => match &snapshot.list.dispatch_held {
+                Some(why) => Line::from(Span::styled(
+                    format!(
+                        " ⚠ dispatch held: nothing new is dispatched while {}",
+                        inert(why)
+                    ),
+                    theme.alarm(),
+                )),
+                None => match snapshot.notices.first() {
+                    Some(notice) => {
+                        Line::from(Span::styled(format!(" {}", inert(notice)), theme.warning()))
+                    }
+                    None => Line::raw(""),
+                },
+            },
+            None => Line::from(Span::styled(" gathering evidence…", theme.dim())),
+        };
+        lines.push(second);
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// One column of the action list: its width, and how readily it is dropped when narrow
+/// (higher goes first).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Column {
+    State,
+    Liveness,
+    Progress,
+    Spark,
+    Eta,
+    Age,
+    Owner,
+}
+
+const SPARK_CELLS: usize = 8;
+
+impl Column {
+    fn width(self) -> usize {
+        match self {
+            Column::State => 17,
+            Column::Liveness => 7,
+            Column::Progress => 15,
+            Column::Spark => SPARK_CELLS,
+            Column::Eta => 6,
+            Column::Age => 5,
+            Column::Owner => 12,
+        }
+    }
+}
+
+/// The columns that fit in `width` after the symbol and the id, in display order.
+fn columns(width: usize, id_width: usize) -> Vec<Column> {
+    // Kept in this order of importance while they fit.
+    let by_importance = [
+        Column::State,
+        Column::Age,
+        Column::Progress,
+        Column::Liveness,
+        Column::Eta,
+        Column::Spark,
+        Column::Owner,
+    ];
+    let mut room = width.saturating_sub(2 + id_width + 2);
+    let mut chosen = Vec::new();
+    for column in by_importance {
+        if column.width() < room {
+            room -= column.width() + 1;
+            chosen.push(column);
+        }
+    }
+    let display = [
+        Column::State,
+        Column::Liveness,
+        Column::Progress,
+        Column::Spark,
+        Column::Eta,
+        Column::Age,
+        Column::Owner,
+    ];
+    display.into_iter().filter(|c| chosen.contains(c)).collect()
+}
+
+fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
+    let theme = &model.theme;
+    let mut title = vec![Span::styled(" action list ", theme.heading())];
+    if !model.filter.is_empty() {
+        title.push(Span::styled(
+            format!("· filter '{}' ", inert(&model.filter)),
+            theme.warning(),
+        ));
+    }
+    let border = if model.focus == Pane::List {
+        theme.focused_border()
+    } else {
+        theme.dim()
+    };
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(border)
+        .title(Line::from(title));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+
+    let Some(snapshot) = &model.snapshot else {
+        frame.render_widget(
+            Paragraph::new(Span::styled(" gathering evidence…", theme.dim())),
+            inner,
+        );
+        return;
+    };
+    let rows = model.rows();
+    if rows.is_empty() {
+        let text = if model.jobs.is_empty() {
+            format!(
+                " no jobs declared in '{}': add some under 'jobs:' (see jobs.example.yaml)",
+                inert(&model.source.display().to_string())
+            )
+        } else {
+            format!(
+                " no job matches the filter '{}' (Esc clears it)",
+                inert(&model.filter)
+            )
+        };
+        frame.render_widget(Paragraph::new(text).style(theme.dim()), inner);
+        return;
+    }
+    let id_width = rows
+        .iter()
+        .filter_map(|r| match r {
+            Row::Job(a) => Some(a.id.chars().count()),
+            Row::Heading { .. } => None,
+        })
+        .max()
+        .unwrap_or(8)
+        .clamp(8, 20);
+    let width = usize::from(inner.width);
+    let cols = columns(width, id_width);
+    let lines: Vec<Line> = rows
+        .iter()
+        .skip(model.list_scroll)
+        .take(usize::from(inner.height))
+        .map(|row| match row {
+            Row::Heading { bucket, count } => heading_line(model, *bucket, *count, snapshot),
+            Row::Job(a) => job_line(model, a, id_width, &cols, width),
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn heading_line(
+    model: &Model,
+    bucket: Option<Bucket>,
+    count: usize,
+    snapshot: &crate::engine::Snapshot,
+) -> Line<'static> {
+    let theme = &model.theme;
+    match bucket {
+        Some(bucket) => {
+            let mut spans = vec![Span::styled(
+                format!("{} {count}", bucket.as_str()),
+                theme.bucket(bucket),
+            )];
+            if bucket == Bucket::Dispatch
+                && let Some(why) = &snapshot.list.dispatch_held
+            {
+                spans.push(Span::styled(
+                    format!(" · held while {}", inert(why)),
+                    theme.alarm(),
+                ));
+            }
+            Line::from(spans)
+        }
+        None => Line::from(Span::styled(format!("NO ACTION {count}"), theme.heading())),
+    }
+}
+
+fn job_line(
+    model: &Model,
+    row: &Assessment,
+    id_width: usize,
+    cols: &[Column],
+    width: usize,
+) -> Line<'static> {
+    let theme = &model.theme;
+    let selected = model.selected.as_deref() == Some(row.id.as_str());
+    let mut spans = vec![
+        Span::styled(format!(" {} ", symbol(row.state)), theme.state(row.state)),
+        Span::raw(pad(&inert(&row.id), id_width)),
+    ];
+    for column in cols {
+        spans.push(Span::raw(" "));
+        let (text, style) = match column {
+            Column::State => (row.state.as_str().to_string(), theme.state(row.state)),
+            Column::Liveness => (
+                row.liveness.map_or("-", Liveness::as_str).to_string(),
+                match row.liveness {
+                    Some(Liveness::Alive) => theme.good(),
+                    Some(Liveness::Dead) => theme.alarm(),
+                    Some(Liveness::Unknown) => theme.warning(),
+                    None => theme.dim(),
+                },
+            ),
+            Column::Progress => (progress_text(row), Style::default()),
+            Column::Spark => (sparkline(model, &row.id), theme.good()),
+            Column::Eta => (eta_text(model, row), theme.dim()),
+            Column::Age => (
+                model.age_now(row).map_or("-".to_string(), fmt_age),
+                Style::default(),
+            ),
+            Column::Owner => (
+                model
+                    .job(&row.id)
+                    .and_then(|j| j.owner.as_deref())
+                    .map(inert)
+                    .unwrap_or_default(),
+                theme.dim(),
+            ),
+        };
+        spans.push(Span::styled(pad(&text, column.width()), style));
+    }
+    let mut line = Line::from(spans);
+    if selected {
+        let used: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
+        if used < width {
+            line.spans.push(Span::raw(" ".repeat(width - used)));
+        }
+        line = line.patch_style(theme.selected());
+    }
+    line
+}
+
+/// Pads or cuts `text` to exactly `width` characters.
+fn pad(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        format!("{text}{}", " ".repeat(width - count))
+    } else if width == 0 {
+        String::new()
+    } else {
+        let mut cut: String = text.chars().take(width - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn progress_text(row: &Assessment) -> String {
+    match (row.done, row.expected_total) {
+        (Some(done), Some(total)) if total > 0 => {
+            format!(
+                "{done}/{total} {}%",
+                (done.saturating_mul(100) / total).min(100)
+            )
+        }
+        (Some(done), _) => format!("{done}"),
+        (None, Some(total)) => format!("?/{total}"),
+        (None, None) => "-".to_string(),
+    }
+}
+
+/// An age as the list shows it: whole seconds under 10 s, tens of seconds under a minute,
+/// then minutes, hours and days. The steps match [`super::model::age_step`].
+pub fn fmt_age(secs: f64) -> String {
+    let s = secs.max(0.0) as i64;
+    match s {
+        0..=9 => format!("{s}s"),
+        10..=59 => format!("{}s", s / 10 * 10),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Items per second over the recorded history, when there is enough of it.
+fn rate(model: &Model, id: &str) -> Option<f64> {
+    let samples = model.history.get(id)?;
+    let (t0, d0) = *samples.front()?;
+    let (t1, d1) = *samples.back()?;
+    let secs = (t1 - t0).num_milliseconds() as f64 / 1000.0;
+    (secs >= 5.0 && d1 > d0).then(|| (d1 - d0) as f64 / secs)
+}
+
+fn eta_text(model: &Model, row: &Assessment) -> String {
+    let (Some(done), Some(total)) = (row.done, row.expected_total) else {
+        return "-".to_string();
+    };
+    if done >= total {
+        return "done".to_string();
+    }
+    if row.state != crate::core::State::Running {
+        return "-".to_string();
+    }
+    match rate(model, &row.id) {
+        Some(per_sec) => {
+            let secs = (total - done) as f64 / per_sec;
+            let s = secs as i64;
+            match s {
+                0..=59 => format!("{s}s"),
+                60..=3599 => format!("{}m", s / 60),
+                3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+                _ => format!("{}d", s / 86_400),
+            }
+        }
+        None => "-".to_string(),
+    }
+}
+
+/// The recent progress rate as [`SPARK_CELLS`] cells of [`SPARK_BUCKET_SECS`] each, newest
+/// on the right: how many items were done in each.
+pub fn sparkline(model: &Model, id: &str) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let Some(samples) = model.history.get(id) else {
+        return String::new();
+    };
+    // Each increase is spread evenly over the time between its two samples, so a burst
+    // seen late does not pile up in one cell.
+    let mut cells = [0f64; SPARK_CELLS];
+    let span_ms = (SPARK_BUCKET_SECS * 1000) as f64;
+    let window_start =
+        model.now - chrono::Duration::seconds(SPARK_BUCKET_SECS * SPARK_CELLS as i64);
+    for pair in samples.iter().collect::<Vec<_>>().windows(2) {
+        let (&(t0, d0), &(t1, d1)) = (pair[0], pair[1]);
+        if d1 <= d0 || t1 <= t0 {
+            continue;
+        }
+        let total_ms = (t1 - t0).num_milliseconds() as f64;
+        let per_ms = (d1 - d0) as f64 / total_ms;
+        for (i, cell) in cells.iter_mut().enumerate() {
+            let start = window_start + chrono::Duration::milliseconds((i as f64 * span_ms) as i64);
+            let end = start + chrono::Duration::milliseconds(span_ms as i64);
+            let overlap = (t1.min(end) - t0.max(start)).num_milliseconds().max(0) as f64;
+            *cell += overlap * per_ms;
+        }
+    }
+    let top = cells.iter().copied().fold(0.0, f64::max);
+    if top <= 0.0 {
+        return if samples.len() > 1 {
+            "▁".repeat(SPARK_CELLS)
+        } else {
+            String::new()
+        };
+    }
+    cells
+        .iter()
+        .map(|&n| {
+            if n <= 0.0 {
+                ' '
+            } else {
+                BARS[((n / top * 7.0).ceil() as usize).min(7)]
+            }
+        })
+        .collect()
+}
+
+fn detail_pane(model: &Model, frame: &mut Frame, area: Rect) {
+    let theme = &model.theme;
+    let border = if model.focus == Pane::Detail {
+        theme.focused_border()
+    } else {
+        theme.dim()
+    };
+    let title = match &model.selected {
+        Some(id) => format!(" detail: {} ", inert(id)),
+        None => " detail ".to_string(),
+    };
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(border)
+        .title(Span::styled(title, theme.heading()));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines = detail_lines(model, inner.width);
+    let max_scroll = lines.len().saturating_sub(usize::from(inner.height));
+    let scroll = usize::from(model.detail_scroll).min(max_scroll);
+    let shown: Vec<Line> = lines
+        .into_iter()
+        .skip(scroll)
+        .take(usize::from(inner.height))
+        .collect();
+    frame.render_widget(Paragraph::new(shown), inner);
+}
+
+/// The detail of the selected job as lines already wrapped to `width`.
+pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(20));
+    let theme = &model.theme;
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let (Some(row), Some(id)) = (model.selected_row(), model.selected.as_deref()) else {
+        out.push(Line::styled(
+            " select a job to see its evidence",
+            theme.dim(),
+        ));
+        return out;
+    };
+    let Some(job) = model.job(id) else {
+        return out;
+    };
+    let evidence = model.snapshot.as_ref().and_then(|s| s.evidence_of(id));
+    let text = |line: String, style: Style, out: &mut Vec<Line<'static>>| {
+        for piece in wrap(&line, width) {
+            out.push(Line::styled(piece, style));
+        }
+    };
+
+    let mut title = inert(&job.id);
+    if let Some(name) = &job.name {
+        title.push_str(&format!(" — {}", inert(name)));
+    }
+    if let Some(owner) = &job.owner {
+        title.push_str(&format!(" · owner {}", inert(owner)));
+    }
+    text(title, theme.heading(), &mut out);
+    let mut summary = format!(
+        "{} {} · {}",
+        symbol(row.state),
+        row.state.as_str(),
+        row.bucket.map_or("needs nothing", Bucket::as_str)
+    );
+    match (row.liveness, row.pid) {
+        (Some(l), Some(pid)) => summary.push_str(&format!(" · {} pid {pid}", l.as_str())),
+        (Some(l), None) => summary.push_str(&format!(" · {}", l.as_str())),
+        (None, _) => summary.push_str(" · no lock held"),
+    }
+    summary.push_str(&format!(" · {}", progress_text(row)));
+    if let Some(age) = model.age_now(row) {
+        let source = row.progress_source.map_or("", |s| s.as_str());
+        summary.push_str(&format!(" · progress {} ago ({source})", fmt_age(age)));
+    }
+    text(summary, theme.state(row.state), &mut out);
+
+    out.push(Line::styled("Reasons", theme.heading()));
+    if let Some(held) = &row.held {
+        text(format!("  · {}", inert(held)), theme.alarm(), &mut out);
+    }
+    for reason in &row.reasons {
+        text(format!("  · {}", inert(reason)), Style::default(), &mut out);
+    }
+
+    out.push(Line::styled("Evidence", theme.heading()));
+    if let Some(evidence) = evidence {
+        let sources = evidence_rows(model, evidence);
+        for (name, reading, style) in sources {
+            text(format!("  {name:<15}{reading}"), style, &mut out);
+        }
+    }
+
+    out.push(Line::styled("Restart policy", theme.heading()));
+    if job.auto_restart {
+        text(
+            format!(
+                "  automatic: {}",
+                inert(job.auto_restart_reason.as_deref().unwrap_or(""))
+            ),
+            theme.good(),
+            &mut out,
+        );
+    } else {
+        let why = job
+            .auto_restart_blocked_reason
+            .as_deref()
+            .map(inert)
+            .unwrap_or_else(|| "auto_restart is false (no reason given)".to_string());
+        text(format!("  blocked: {why}"), theme.warning(), &mut out);
+    }
+    match job.restart.as_ref().and_then(|r| r.command.as_ref()) {
+        Some(command) => {
+            let argv: Vec<String> = command.iter().map(|a| format!("'{}'", inert(a))).collect();
+            let cwd = job
+                .restart
+                .as_ref()
+                .and_then(|r| r.cwd.as_ref())
+                .map(|c| format!(" · cwd {}", inert(&c.display().to_string())))
+                .unwrap_or_default();
+            text(
+                format!("  command {}{cwd}", argv.join(" ")),
+                theme.dim(),
+                &mut out,
+            );
+        }
+        None => text(
+            "  no restart.command declared: a human restarts it by hand".to_string(),
+            theme.dim(),
+            &mut out,
+        ),
+    }
+
+    if let Some(Reading::Found(manifest)) = evidence.and_then(|e| e.manifest.as_ref()) {
+        out.push(Line::styled("Run manifest", theme.heading()));
+        let run = manifest.run_id.as_deref().map(inert).unwrap_or("-".into());
+        let current = manifest
+            .current_phase
+            .as_deref()
+            .map(inert)
+            .unwrap_or("none".into());
+        text(
+            format!("  run {run} · current phase {current}"),
+            Style::default(),
+            &mut out,
+        );
+        let done: Vec<String> = manifest.completed_phases.iter().map(|p| inert(p)).collect();
+        let done = if done.is_empty() {
+            "none yet".to_string()
+        } else {
+            done.join(", ")
+        };
+        text(format!("  completed: {done}"), theme.good(), &mut out);
+    }
+
+    if !job.checks.is_empty() {
+        out.push(Line::styled("Checks", theme.heading()));
+        for check in &job.checks {
+            let found = row.checks.iter().find(|c| c.name == check.name);
+            let line = match found {
+                Some(outcome) => {
+                    let mark = match outcome.result {
+                        CheckResult::Pass => "✔",
+                        CheckResult::Fail => "✖",
+                        CheckResult::Fault | CheckResult::Refusal => "?",
+                    };
+                    let ago = fmt_age((model.now - outcome.at).num_milliseconds() as f64 / 1000.0);
+                    (
+                        format!(
+                            "  {mark} {} {} {ago} ago: {}",
+                            inert(&check.name),
+                            outcome.result.as_str(),
+                            inert(&outcome.detail)
+                        ),
+                        match outcome.result {
+                            CheckResult::Pass => theme.good(),
+                            CheckResult::Fail => theme.alarm(),
+                            _ => theme.warning(),
+                        },
+                    )
+                }
+                None => (
+                    format!(
+                        "  … {} not run yet (every {} s)",
+                        inert(&check.name),
+                        check.every_sec
+                    ),
+                    theme.dim(),
+                ),
+            };
+            text(line.0, line.1, &mut out);
+        }
+    }
+
+    if let Some(log) = &job.log {
+        out.push(Line::styled(
+            format!("Log tail (last {TAIL_LINES} lines, newest last)"),
+            theme.heading(),
+        ));
+        match model
+            .tail
+            .as_ref()
+            .filter(|t| t.job == id)
+            .map(|t| &t.lines)
+        {
+            Some(Reading::Found(lines)) => {
+                for line in lines {
+                    text(format!("  {}", inert(line)), Style::default(), &mut out);
+                }
+            }
+            Some(Reading::Empty) => text(
+                format!(
+                    "  (empty: '{}' has nothing yet)",
+                    inert(&log.display().to_string())
+                ),
+                theme.dim(),
+                &mut out,
+            ),
+            Some(Reading::Fault(error)) => text(
+                format!("  fault: {}", inert(error)),
+                theme.alarm(),
+                &mut out,
+            ),
+            None => text("  loading…".to_string(), theme.dim(), &mut out),
+        }
+    }
+    out
+}
+
+/// One line per declared source: its name, what it read, and a style.
+fn evidence_rows(
+    model: &Model,
+    evidence: &crate::core::Evidence,
+) -> Vec<(&'static str, String, Style)> {
+    let theme = &model.theme;
+    let ago = |at: chrono::DateTime<chrono::Utc>| {
+        fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
+    };
+    let mut rows = Vec::new();
+    let mut add = |name: &'static str, text: String, style: Style| rows.push((name, text, style));
+    fn empty_or_fault<T>(reading: &Reading<T>) -> Option<(String, bool)> {
+        match reading {
+            Reading::Found(_) => None,
+            Reading::Empty => Some(("empty: nothing recorded yet".to_string(), false)),
+            Reading::Fault(error) => Some((format!("fault: {}", inert(error)), true)),
+        }
+    }
+    let lock_text = |reading: &Reading<crate::core::LockHolder>| match reading {
+        Reading::Found(holder) => {
+            let pid = holder.pid.map_or("?".to_string(), |p| p.to_string());
+            format!(
+                "pid {pid} {}: {} (written {} ago)",
+                holder.liveness.as_str(),
+                inert(&holder.why),
+                ago(holder.modified)
+            )
+        }
+        Reading::Empty => "absent: no lock file".to_string(),
+        Reading::Fault(error) => format!("fault: {}", inert(error)),
+    };
+    let lock_style = |reading: &Reading<crate::core::LockHolder>| match reading {
+        Reading::Found(h) if h.liveness == Liveness::Alive => theme.good(),
+        Reading::Found(h) if h.liveness == Liveness::Dead => theme.alarm(),
+        Reading::Found(_) => theme.warning(),
+        Reading::Empty => theme.dim(),
+        Reading::Fault(_) => theme.alarm(),
+    };
+    if let Some(reading) = &evidence.lock {
+        add("lock", lock_text(reading), lock_style(reading));
+    }
+    if let Some(reading) = &evidence.resource_lock {
+        add("resource_lock", lock_text(reading), lock_style(reading));
+    }
+    if let Some(reading) = &evidence.log {
+        match (reading, empty_or_fault(reading)) {
+            (Reading::Found(stamp), _) => add(
+                "log",
+                format!("written {} ago · {}", ago(stamp.modified), bytes(stamp.len)),
+                Style::default(),
+            ),
+            (_, Some((text, fault))) => {
+                add("log", text, if fault { theme.alarm() } else { theme.dim() })
+            }
+            _ => {}
+        }
+    }
+    if let Some(reading) = &evidence.progress_file {
+        match (reading, empty_or_fault(reading)) {
+            (Reading::Found(count), _) => add(
+                "progress_file",
+                format!("{} lines · written {} ago", count.done, ago(count.modified)),
+                Style::default(),
+            ),
+            (_, Some((text, fault))) => add(
+                "progress_file",
+                text,
+                if fault { theme.alarm() } else { theme.dim() },
+            ),
+            _ => {}
+        }
+    }
+    if let Some(reading) = &evidence.progress_table {
+        match (reading, empty_or_fault(reading)) {
+            (Reading::Found(table), _) => add(
+                "progress_table",
+                format!("{} rows · newest {} ago", table.rows, ago(table.newest)),
+                Style::default(),
+            ),
+            (_, Some((text, fault))) => add(
+                "progress_table",
+                text,
+                if fault { theme.alarm() } else { theme.dim() },
+            ),
+            _ => {}
+        }
+    }
+    if let Some(reading) = &evidence.manifest {
+        match (reading, empty_or_fault(reading)) {
+            (Reading::Found(manifest), _) => add(
+                "manifest",
+                format!(
+                    "phase {} · {} done · updated {} ago",
+                    manifest
+                        .current_phase
+                        .as_deref()
+                        .map(inert)
+                        .unwrap_or("none".into()),
+                    manifest.completed_phases.len(),
+                    ago(manifest.updated_at)
+                ),
+                Style::default(),
+            ),
+            (_, Some((text, fault))) => add(
+                "manifest",
+                text,
+                if fault { theme.alarm() } else { theme.dim() },
+            ),
+            _ => {}
+        }
+    }
+    rows
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        0..=1023 => format!("{n} B"),
+        1024..=1_048_575 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
+/// Splits `text` into pieces of at most `width` characters, at spaces where it can. Wrapped
+/// pieces are indented like the first so lists stay readable.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let indent: String = text.chars().take_while(|c| *c == ' ').collect();
+    let indent = if indent.len() + 10 < width {
+        format!("{indent}  ")
+    } else {
+        String::new()
+    };
+    let mut pieces = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    let mut first = true;
+    while !rest.is_empty() {
+        let room = if first {
+            width
+        } else {
+            width.saturating_sub(indent.chars().count()).max(1)
+        };
+        if rest.len() <= room {
+            let piece: String = rest.iter().collect();
+            pieces.push(if first {
+                piece
+            } else {
+                format!("{indent}{piece}")
+            });
+            break;
+        }
+        let cut = rest[..room]
+            .iter()
+            .rposition(|c| *c == ' ')
+            .filter(|&at| at > room / 3)
+            .unwrap_or(room);
+        let piece: String = rest[..cut].iter().collect();
+        pieces.push(if first {
+            piece
+        } else {
+            format!("{indent}{piece}")
+        });
+        rest.drain(..cut);
+        while rest.first() == Some(&' ') {
+            rest.remove(0);
+        }
+        first = false;
+    }
+    if pieces.is_empty() {
+        pieces.push(String::new());
+    }
+    pieces
+}
+
+fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
+    if area.height == 0 {
+        return;
+    }
+    let theme = &model.theme;
+    let line = if model.filter_editing {
+        Line::from(vec![
+            Span::styled(" filter: ", theme.heading()),
+            Span::raw(format!("{}▏", inert(&model.filter))),
+            Span::styled("  Enter keeps · Esc clears", theme.dim()),
+        ])
+    } else if let Some(status) = &model.status {
+        Line::from(Span::styled(format!(" {}", inert(status)), theme.warning()))
+    } else {
+        let mut hints = " ↑↓ move  ⏎ detail  ⇥ pane  / filter  l log  ? help  q quit".to_string();
+        if !model.filter.is_empty() {
+            hints.push_str("  · Esc clears the filter");
+        }
+        Line::from(Span::styled(hints, theme.dim()))
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// Every key, as `?` shows it.
+pub const KEYS: [(&str, &str); 15] = [
+    ("↑ ↓  j k", "move the selection, or scroll the detail"),
+    ("PgUp PgDn", "a page up or down"),
+    ("g G  Home End", "first or last"),
+    ("Enter", "open or close the detail of the selected job"),
+    ("Tab", "switch between the list and the detail"),
+    ("l", "the log tail of the selected job"),
+    (
+        "/",
+        "filter by id, owner or state (Enter keeps, Esc clears)",
+    ),
+    ("Esc", "close the detail, or clear the filter"),
+    ("R", "gather every job's evidence again now"),
+    (
+        "r  x  a",
+        "restart, release, approve: arrive with decisions",
+    ),
+    ("e  D", "events, digest: arrive with the state store"),
+    ("mouse", "wheel scrolls, click selects"),
+    ("?", "this help (any key closes it)"),
+    ("q  Ctrl-C", "quit (the jobs keep running)"),
+    ("NO_COLOR", "set it for symbols without colour"),
+];
+
+fn help(model: &Model, frame: &mut Frame, size: Rect) {
+    let theme = &model.theme;
+    let width = size.width.min(76);
+    let height = (KEYS.len() as u16 + 4).min(size.height);
+    let area = Rect::new(
+        size.x + (size.width - width) / 2,
+        size.y + (size.height - height) / 2,
+        width,
+        height,
+    );
+    let key_width = KEYS
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(8)
+        + 2;
+    let mut lines = vec![Line::raw("")];
+    for (key, what) in KEYS {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {}", pad(key, key_width)), theme.heading()),
+            Span::raw(what),
+        ]));
+    }
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(theme.focused_border())
+                .title(Span::styled(" keys ", theme.heading()))
+                .title_alignment(Alignment::Center),
+        ),
+        area,
+    );
+}

@@ -1,0 +1,672 @@
+//! The dashboard's pure parts: snapshots of `view` through ratatui's TestBackend at 80x24 and
+//! 120x40, `update` driven by key and mouse sequences, and the real crossterm backend's bytes
+//! checked against a corpus of hostile lines.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use mihari::config::{CheckSpec, JobSpec, Predicate, RestartSpec, Timeouts};
+use mihari::core::{
+    CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
+    ManifestReading, Reading, TableReading,
+};
+use mihari::engine::Snapshot;
+use mihari::tui::model::{Command, Model, Msg, Pane, update};
+use mihari::tui::theme::Theme;
+use mihari::tui::view::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, 9, 0, 0).unwrap()
+}
+
+fn ago(secs: i64) -> DateTime<Utc> {
+    now() - Duration::seconds(secs)
+}
+
+fn spec(id: &str, owner: &str) -> JobSpec {
+    JobSpec {
+        id: id.into(),
+        name: Some(format!("the {id} job")),
+        owner: Some(owner.into()),
+        workspace: None,
+        lock: Some(PathBuf::from(format!("/run/{id}.lock"))),
+        log: Some(PathBuf::from(format!("/var/log/{id}.log"))),
+        progress_file: Some(PathBuf::from(format!("/data/{id}.jsonl"))),
+        progress_table: None,
+        manifest: None,
+        stall_sec: 300,
+        expected_total: Some(5121),
+        should_run_when: vec![Predicate::NotComplete],
+        resource_lock: None,
+        auto_restart: false,
+        auto_restart_reason: None,
+        auto_restart_blocked_reason: Some("server-side error not yet understood".into()),
+        restart: Some(RestartSpec {
+            command: Some(vec![
+                "python3".into(),
+                "collect.py".into(),
+                "--resume".into(),
+            ]),
+            cwd: Some("/data".into()),
+            env: Default::default(),
+            routes: vec![],
+        }),
+        checks: vec![],
+        timeouts: Timeouts::default(),
+    }
+}
+
+fn holder(pid: u32, liveness: Liveness, why: &str) -> Option<Reading<LockHolder>> {
+    Some(Reading::Found(LockHolder {
+        pid: Some(pid),
+        recorded_start: Some(1000),
+        cmdline: None,
+        modified: ago(3600),
+        liveness,
+        why: why.into(),
+        started_at: (liveness == Liveness::Alive).then(|| ago(3600)),
+        start_ticks: (liveness == Liveness::Alive).then_some(1000),
+    }))
+}
+
+fn stamp(secs: i64) -> Option<Reading<FileStamp>> {
+    Some(Reading::Found(FileStamp {
+        modified: ago(secs),
+        len: 4200,
+    }))
+}
+
+fn count(secs: i64, done: u64) -> Option<Reading<LineCount>> {
+    Some(Reading::Found(LineCount {
+        modified: ago(secs),
+        done,
+    }))
+}
+
+/// Jobs in every bucket, with one of each kind of evidence.
+fn fleet() -> (Vec<JobSpec>, Vec<Evidence>) {
+    let mut jobs = Vec::new();
+    let mut evidence = Vec::new();
+
+    jobs.push(spec("collect_raw", "data-team"));
+    evidence.push(Evidence {
+        lock: holder(4242, Liveness::Alive, "start time matches"),
+        log: stamp(10),
+        progress_file: count(303, 1800),
+        ..Evidence::default()
+    });
+
+    jobs.push(spec("export", "data-team"));
+    evidence.push(Evidence {
+        lock: holder(4243, Liveness::Dead, "no such process"),
+        log: stamp(120),
+        progress_file: count(120, 400),
+        ..Evidence::default()
+    });
+
+    let mut gaps = spec("ingest", "ingest-team");
+    gaps.checks = vec![CheckSpec {
+        name: "no_gaps".into(),
+        command: vec!["check_gaps".into()],
+        every_sec: 300,
+        timeout_sec: 30,
+    }];
+    jobs.push(gaps);
+    evidence.push(Evidence {
+        lock: holder(4244, Liveness::Alive, "start time matches"),
+        log: stamp(2),
+        progress_file: count(2, 120),
+        checks: vec![CheckOutcome {
+            name: "no_gaps".into(),
+            result: CheckResult::Fail,
+            detail: "exit 1: gap: shards 120-135 missing".into(),
+            at: ago(30),
+        }],
+        ..Evidence::default()
+    });
+
+    jobs.push(spec("train", "ml-team"));
+    evidence.push(Evidence {
+        lock: holder(4245, Liveness::Alive, "start time matches"),
+        log: stamp(900),
+        progress_file: count(900, 12),
+        ..Evidence::default()
+    });
+
+    jobs.push(spec("faulty", "ops"));
+    evidence.push(Evidence {
+        lock: holder(4246, Liveness::Alive, "start time matches"),
+        log: stamp(900),
+        progress_file: Some(Reading::Fault(
+            "cannot read '/data/faulty.jsonl': it is a directory, not a file".into(),
+        )),
+        ..Evidence::default()
+    });
+
+    jobs.push(spec("next_batch", "batch-team"));
+    evidence.push(Evidence {
+        lock: Some(Reading::Empty),
+        log: Some(Reading::Empty),
+        progress_file: Some(Reading::Empty),
+        ..Evidence::default()
+    });
+
+    let mut table = spec("labels", "ml-team");
+    table.progress_file = None;
+    table.progress_table = Some(mihari::config::ProgressTable {
+        db: "/data/labels.sqlite".into(),
+        table: "progress".into(),
+        time_column: "updated_at".into(),
+    });
+    jobs.push(table);
+    evidence.push(Evidence {
+        lock: holder(4247, Liveness::Alive, "start time matches"),
+        progress_table: Some(Reading::Found(TableReading {
+            newest: ago(4),
+            rows: 5121,
+        })),
+        log: stamp(4),
+        ..Evidence::default()
+    });
+
+    let mut phases = spec("publish", "content-team");
+    phases.manifest = Some("/data/run/manifest.json".into());
+    phases.expected_total = None;
+    phases.progress_file = None;
+    phases.should_run_when = vec![Predicate::ResourceFree];
+    phases.auto_restart = true;
+    phases.auto_restart_reason = Some("cause known: flaky upload; procedure: rerun".into());
+    jobs.push(phases);
+    evidence.push(Evidence {
+        lock: holder(4248, Liveness::Alive, "start time matches"),
+        log: stamp(8),
+        manifest: Some(Reading::Found(ManifestReading {
+            updated_at: ago(5),
+            run_id: Some("run-7".into()),
+            current_phase: Some("article_generation".into()),
+            completed_phases: vec!["loading".into(), "topic_selection".into()],
+        })),
+        ..Evidence::default()
+    });
+    (jobs, evidence)
+}
+
+fn model_at(width: u16, height: u16) -> Model {
+    let (jobs, evidence) = fleet();
+    let mut snapshot = Snapshot::judge(&jobs, evidence, now());
+    snapshot.notices = vec!["no watcher yet: nothing watches these jobs".into()];
+    let mut model = Model::new(jobs, "/etc/mihari/jobs.yaml".into(), Theme::plain(), now());
+    update(&mut model, Msg::Resize(width, height));
+    // A little history: collect_raw did 60 items over the last two minutes.
+    let mut early = snapshot.clone();
+    early.generated_at = now() - Duration::seconds(120);
+    for row in early
+        .list
+        .actions
+        .iter_mut()
+        .chain(early.list.rest.iter_mut())
+    {
+        if row.id == "collect_raw" {
+            row.done = Some(1740);
+        }
+    }
+    update(&mut model, Msg::Snapshot(early));
+    update(&mut model, Msg::Snapshot(snapshot));
+    update(
+        &mut model,
+        Msg::Tail {
+            job: "export".into(),
+            lines: Reading::Found(vec!["fetched 399 of 400 items".into(), "Killed".into()]),
+        },
+    );
+    model.dirty = false;
+    model
+}
+
+fn draw(model: &Model) -> String {
+    let (width, height) = model.size;
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| view(model, frame)).unwrap();
+    terminal.backend().to_string()
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn press(model: &mut Model, keys: &str) -> Vec<Command> {
+    keys.chars()
+        .filter_map(|c| update(model, key(KeyCode::Char(c))))
+        .collect()
+}
+
+#[test]
+fn the_list_with_every_bucket_80x24() {
+    insta::assert_snapshot!(draw(&model_at(80, 24)));
+}
+
+#[test]
+fn the_list_with_every_bucket_and_the_detail_120x40() {
+    insta::assert_snapshot!(draw(&model_at(120, 40)));
+}
+
+#[test]
+fn the_detail_pane_80x24() {
+    let mut model = model_at(80, 24);
+    update(&mut model, key(KeyCode::Enter));
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn the_detail_pane_with_manifest_and_policy_120x40() {
+    let mut model = model_at(120, 40);
+    press(&mut model, "G");
+    update(&mut model, key(KeyCode::Enter));
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn help_80x24() {
+    let mut model = model_at(80, 24);
+    press(&mut model, "?");
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn help_120x40() {
+    let mut model = model_at(120, 40);
+    press(&mut model, "?");
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn a_filter_80x24() {
+    let mut model = model_at(80, 24);
+    press(&mut model, "/ml");
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn a_filter_kept_120x40() {
+    let mut model = model_at(120, 40);
+    press(&mut model, "/stale");
+    update(&mut model, key(KeyCode::Enter));
+    insta::assert_snapshot!(draw(&model));
+}
+
+fn empty_model(width: u16, height: u16) -> Model {
+    let mut model = Model::new(
+        vec![],
+        "/etc/mihari/jobs.yaml".into(),
+        Theme::plain(),
+        now(),
+    );
+    update(&mut model, Msg::Resize(width, height));
+    let mut snapshot = Snapshot::judge(&[], vec![], now());
+    snapshot.notices = vec!["no watcher yet: nothing watches these jobs".into()];
+    update(&mut model, Msg::Snapshot(snapshot));
+    model
+}
+
+#[test]
+fn an_empty_jobs_file_80x24() {
+    insta::assert_snapshot!(draw(&empty_model(80, 24)));
+}
+
+#[test]
+fn an_empty_jobs_file_120x40() {
+    insta::assert_snapshot!(draw(&empty_model(120, 40)));
+}
+
+fn select(model: &mut Model, id: &str) {
+    press(model, "g");
+    for _ in 0..20 {
+        if model.selected.as_deref() == Some(id) {
+            return;
+        }
+        press(model, "j");
+    }
+    panic!("{id} not found");
+}
+
+#[test]
+fn a_fault_in_the_evidence_80x24() {
+    let mut model = model_at(80, 24);
+    select(&mut model, "faulty");
+    update(&mut model, key(KeyCode::Enter));
+    let screen = draw(&model);
+    assert!(screen.contains("fault"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn a_fault_in_the_evidence_120x40() {
+    let mut model = model_at(120, 40);
+    select(&mut model, "faulty");
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn the_sections_are_in_fixed_order_on_screen() {
+    let screen = draw(&model_at(120, 40));
+    let at = |s: &str| {
+        screen
+            .find(s)
+            .unwrap_or_else(|| panic!("no {s} in {screen}"))
+    };
+    assert!(at("\"RESTART 1") < at("\"RED 1"));
+    assert!(at("\"RED 1") < at("\"STALE 2"));
+    assert!(at("\"STALE 2") < at("\"DISPATCH 1"));
+    assert!(at("\"DISPATCH 1") < at("\"NO ACTION 3"));
+}
+
+#[test]
+fn it_stays_readable_down_to_60x20() {
+    let screen = draw(&model_at(60, 20));
+    for word in ["RESTART", "DEAD_LOCK_STALE", "export", "q quit"] {
+        assert!(screen.contains(word), "{word} missing at 60x20:\n{screen}");
+    }
+}
+
+#[test]
+fn keys_move_the_selection_and_skip_headings() {
+    let mut model = model_at(80, 24);
+    assert_eq!(model.selected.as_deref(), Some("export"), "RESTART first");
+    press(&mut model, "j");
+    assert_eq!(model.selected.as_deref(), Some("ingest"));
+    update(&mut model, key(KeyCode::Down));
+    assert_eq!(model.selected.as_deref(), Some("train"));
+    press(&mut model, "k");
+    update(&mut model, key(KeyCode::Up));
+    assert_eq!(model.selected.as_deref(), Some("export"));
+    press(&mut model, "k");
+    assert_eq!(
+        model.selected.as_deref(),
+        Some("export"),
+        "clamped at the top"
+    );
+    press(&mut model, "G");
+    assert_eq!(model.selected.as_deref(), Some("publish"));
+    press(&mut model, "g");
+    assert_eq!(model.selected.as_deref(), Some("export"));
+    update(&mut model, key(KeyCode::PageDown));
+    assert_ne!(model.selected.as_deref(), Some("export"));
+    update(&mut model, key(KeyCode::PageUp));
+    assert_eq!(model.selected.as_deref(), Some("export"));
+}
+
+#[test]
+fn moving_the_selection_asks_for_the_new_jobs_log_tail() {
+    let mut model = model_at(80, 24);
+    let commands = press(&mut model, "j");
+    assert_eq!(
+        commands,
+        vec![Command::LoadTail {
+            job: "ingest".into(),
+            path: "/var/log/ingest.log".into()
+        }]
+    );
+}
+
+#[test]
+fn enter_opens_the_detail_tab_switches_and_esc_closes() {
+    let mut model = model_at(80, 24);
+    assert!(model.areas().detail.is_none(), "80x24 shows the list alone");
+    update(&mut model, key(KeyCode::Enter));
+    assert!(model.zoomed);
+    assert_eq!(model.focus, Pane::Detail);
+    press(&mut model, "j");
+    assert_eq!(
+        model.selected.as_deref(),
+        Some("export"),
+        "j scrolls the detail"
+    );
+    update(&mut model, key(KeyCode::Esc));
+    assert!(!model.zoomed);
+    assert_eq!(model.focus, Pane::List);
+    update(&mut model, key(KeyCode::Tab));
+    assert_eq!(model.focus, Pane::Detail);
+    update(&mut model, key(KeyCode::Tab));
+    assert_eq!(model.focus, Pane::List);
+
+    let mut big = model_at(120, 40);
+    assert!(big.areas().detail.is_some(), "120x40 shows both panes");
+    update(&mut big, key(KeyCode::Tab));
+    assert_eq!(big.focus, Pane::Detail);
+    assert!(!big.zoomed);
+}
+
+#[test]
+fn the_filter_matches_id_owner_or_state_and_esc_clears_it() {
+    let mut model = model_at(80, 24);
+    press(&mut model, "/");
+    assert!(model.filter_editing);
+    press(&mut model, "ml");
+    let ids: Vec<String> = model
+        .rows()
+        .iter()
+        .filter_map(|r| match r {
+            mihari::tui::model::Row::Job(a) => Some(a.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, ["train", "labels"], "owner ml-team");
+    update(&mut model, key(KeyCode::Backspace));
+    update(&mut model, key(KeyCode::Backspace));
+    press(&mut model, "dead");
+    assert_eq!(
+        model.selected.as_deref(),
+        Some("export"),
+        "state DEAD_LOCK_STALE"
+    );
+    update(&mut model, key(KeyCode::Enter));
+    assert!(!model.filter_editing);
+    assert_eq!(model.filter, "dead");
+    update(&mut model, key(KeyCode::Esc));
+    assert_eq!(model.filter, "");
+    assert_eq!(model.rows().len(), 13);
+}
+
+#[test]
+fn help_opens_with_a_question_mark_and_any_key_closes_it() {
+    let mut model = model_at(80, 24);
+    press(&mut model, "?");
+    assert!(model.help);
+    let screen = draw(&model);
+    for (keys, _) in mihari::tui::view::KEYS {
+        assert!(screen.contains(keys), "help lacks {keys}:\n{screen}");
+    }
+    update(&mut model, key(KeyCode::Esc));
+    assert!(!model.help);
+}
+
+#[test]
+fn q_and_ctrl_c_quit() {
+    let mut model = model_at(80, 24);
+    assert_eq!(press(&mut model, "q"), vec![Command::Quit]);
+    assert!(model.quit);
+    let mut model = model_at(80, 24);
+    let ctrl_c = Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert_eq!(update(&mut model, ctrl_c), Some(Command::Quit));
+    // Ctrl-C quits even while typing a filter.
+    let mut model = model_at(80, 24);
+    press(&mut model, "/x");
+    let ctrl_c = Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert_eq!(update(&mut model, ctrl_c), Some(Command::Quit));
+}
+
+#[test]
+fn decision_keys_say_they_are_not_built_and_do_nothing() {
+    let mut model = model_at(80, 24);
+    for k in ["r", "x", "a", "e", "D"] {
+        let commands = press(&mut model, k);
+        assert!(commands.is_empty(), "{k} produced {commands:?}");
+        let status = model.status.clone().unwrap_or_default();
+        assert!(
+            status.contains("arrive") || status.contains("nothing was done"),
+            "{k}: {status}"
+        );
+    }
+    assert!(draw(&model).contains("digest"));
+}
+
+#[test]
+fn the_mouse_wheel_scrolls_and_a_click_selects() {
+    let mut model = model_at(120, 40);
+    let mouse = |kind, column, row| {
+        Msg::Mouse(MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    update(&mut model, mouse(MouseEventKind::ScrollDown, 10, 5));
+    assert_eq!(model.selected.as_deref(), Some("ingest"));
+    // Line 3 is the first list row ("RESTART 1"), line 4 is export; find labels' line.
+    let line = model
+        .rows()
+        .iter()
+        .position(|r| matches!(r, mihari::tui::model::Row::Job(a) if a.id == "labels"))
+        .unwrap() as u16;
+    let list = model.areas().list.unwrap();
+    let commands = update(
+        &mut model,
+        mouse(
+            MouseEventKind::Down(MouseButton::Left),
+            5,
+            list.y + 1 + line,
+        ),
+    );
+    assert_eq!(model.selected.as_deref(), Some("labels"));
+    assert!(matches!(commands, Some(Command::LoadTail { .. })));
+    let detail = model.areas().detail.unwrap();
+    update(
+        &mut model,
+        mouse(MouseEventKind::ScrollDown, 5, detail.y + 2),
+    );
+    assert_eq!(model.focus, Pane::Detail);
+}
+
+#[test]
+fn the_selection_follows_its_job_when_the_order_changes() {
+    let mut model = model_at(80, 24);
+    select(&mut model, "collect_raw");
+    // collect_raw dies: it moves from the rest to RESTART, and stays selected.
+    let (jobs, mut evidence) = fleet();
+    evidence[0].lock = holder(4242, Liveness::Dead, "no such process");
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(model.selected.as_deref(), Some("collect_raw"));
+    let screen = draw(&model);
+    assert!(screen.find("collect_raw").unwrap() < screen.find("\"RED 1").unwrap());
+}
+
+#[test]
+fn time_alone_is_a_tick_and_the_next_tick_is_aligned() {
+    let model = model_at(80, 24);
+    let next = model.next_tick();
+    assert!(next > model.now);
+    assert!(next <= model.now + Duration::seconds(60));
+    let mut later = model.clone();
+    update(&mut later, Msg::Tick(now() + Duration::seconds(61)));
+    assert!(later.dirty);
+    assert_ne!(draw(&model), draw(&later), "ages move on with now");
+}
+
+/// Lines a hostile or broken job might write: every one must reach the terminal inert.
+const HOSTILE: [&str; 12] = [
+    "\u{1b}]0;pwned title\u{7}after the title",
+    "\u{1b}]2;pwned title\u{1b}\\after the title",
+    "\u{1b}[2J\u{1b}[Hcleared?",
+    "\u{1b}[31;1mred\u{1b}[0m",
+    "\u{9b}2J eight-bit clear",
+    "\u{9d}0;eight-bit title\u{9c}",
+    "\u{1b}P+q544e\u{1b}\\ dcs",
+    "bell\u{7}\u{7} backspace\u{8}",
+    "invoice\u{202e}fdp.exe",
+    "\u{2066}isolate\u{2069}",
+    "\u{1b}]52;c;cm0gLXJmIH4=\u{7}clipboard",
+    "\u{1b}[?1049l leave alt screen \u{1b}c reset",
+];
+
+#[test]
+fn hostile_text_reaches_the_real_backend_inert() {
+    use ratatui::backend::CrosstermBackend;
+    use ratatui::layout::Rect;
+    use ratatui::{TerminalOptions, Viewport};
+
+    let mut model = model_at(120, 40);
+    // Straight into the model, as if a probe had missed them: the view is the last gate.
+    model.jobs[1].name = Some(HOSTILE[0].into());
+    model.jobs[1].owner = Some(HOSTILE[8].into());
+    if let Some(snapshot) = model.snapshot.as_mut() {
+        for row in snapshot.list.actions.iter_mut() {
+            if row.id == "export" {
+                row.reasons.extend(HOSTILE.iter().map(|s| s.to_string()));
+            }
+        }
+    }
+    update(
+        &mut model,
+        Msg::Tail {
+            job: "export".into(),
+            lines: Reading::Found(HOSTILE.iter().map(|s| s.to_string()).collect()),
+        },
+    );
+    update(&mut model, key(KeyCode::Enter));
+
+    let mut bytes: Vec<u8> = Vec::new();
+    {
+        let backend = CrosstermBackend::new(&mut bytes);
+        let mut terminal = Terminal::with_options(
+            backend,
+            TerminalOptions {
+                viewport: Viewport::Fixed(Rect::new(0, 0, 120, 40)),
+            },
+        )
+        .unwrap();
+        terminal.draw(|frame| view(&model, frame)).unwrap();
+    }
+    let out = String::from_utf8(bytes).expect("the backend writes UTF-8");
+    assert!(
+        out.contains("cleared?"),
+        "the hostile lines were not drawn at all"
+    );
+    for forbidden in [
+        "\u{1b}]",
+        "\u{1b}P",
+        "\u{1b}c",
+        "\u{1b}[2J",
+        "\u{1b}[?1049",
+        "\u{7}",
+        "\u{8}",
+    ] {
+        assert!(
+            !out.contains(forbidden),
+            "{forbidden:?} reached the terminal"
+        );
+    }
+    assert!(
+        !out.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+        "a C1 control reached the terminal"
+    );
+    assert!(
+        !out.chars()
+            .any(|c| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')),
+        "a bidi control reached the terminal"
+    );
+    // Every escape the backend wrote is its own CSI (cursor moves and styles), nothing else.
+    for (at, _) in out.match_indices('\u{1b}') {
+        assert_eq!(
+            out[at + 1..].chars().next(),
+            Some('['),
+            "a non-CSI escape at {at}"
+        );
+    }
+}
