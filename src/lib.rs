@@ -12,4 +12,5 @@ pub mod core;
 pub mod demo;
 pub mod engine;
 pub mod probe;
+pub mod store;
 pub mod tui;

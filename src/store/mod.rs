@@ -1,0 +1,1004 @@
+//! The state store: one SQLite database in `state_dir` holding the event log, claims,
+//! approvals, heartbeats and runs.
+//!
+//! This module owns the schema (versioned migrations), the file's permissions (0600 in a 0700
+//! folder), and every read and write of it. The event log is append-only, enforced inside
+//! the database by triggers, so no bug elsewhere can rewrite history. Every write runs in a
+//! `BEGIN IMMEDIATE` transaction, so two processes never interleave a read-then-write.
+//! Counters such as "restarts in the last 24 h" are derived from events, never kept beside
+//! them. It never stores raw paths, log lines or message bodies in the event log: a workspace
+//! appears only as a short hash. It decides nothing; the engine and the executor do.
+
+mod schema;
+
+use std::fmt;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// The database file's name inside `state_dir`.
+pub const DB_FILE: &str = "mihari.sqlite";
+/// How long a writer waits for another process's transaction before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the store could not do something; says what to do where it can.
+#[derive(Debug)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        StoreError(format!("state store: {error}"))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Who wrote an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Actor {
+    /// A human, through the dashboard or a confirming command.
+    Operator,
+    /// The machine watcher.
+    Watcher,
+    /// A job, through `mihari run`, `heartbeat` or `approval request`.
+    Job,
+    /// A headless command (`mihari claim`, `--yes`).
+    Cli,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Operator => "operator",
+            Actor::Watcher => "watcher",
+            Actor::Job => "job",
+            Actor::Cli => "cli",
+        }
+    }
+
+    fn parse(text: &str) -> Actor {
+        match text {
+            "operator" => Actor::Operator,
+            "watcher" => Actor::Watcher,
+            "job" => Actor::Job,
+            _ => Actor::Cli,
+        }
+    }
+}
+
+/// The kinds of event SPEC §6 names. Stored as their kebab-case text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Detected,
+    MarkerCreated,
+    Duplicate,
+    Claimed,
+    ResumeRequested,
+    Spawned,
+    Verified,
+    Failed,
+    Skipped,
+    CooldownSuppressed,
+    CapReached,
+    Released,
+    Refused,
+    Confirmed,
+    Approved,
+    Denied,
+    Declined,
+    ApprovalRequested,
+    Escalated,
+    DigestQueued,
+    DigestDelivered,
+    StateChanged,
+    Started,
+    Exited,
+    WatcherStarted,
+    WatcherTakeover,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 26] = [
+        Kind::Detected,
+        Kind::MarkerCreated,
+        Kind::Duplicate,
+        Kind::Claimed,
+        Kind::ResumeRequested,
+        Kind::Spawned,
+        Kind::Verified,
+        Kind::Failed,
+        Kind::Skipped,
+        Kind::CooldownSuppressed,
+        Kind::CapReached,
+        Kind::Released,
+        Kind::Refused,
+        Kind::Confirmed,
+        Kind::Approved,
+        Kind::Denied,
+        Kind::Declined,
+        Kind::ApprovalRequested,
+        Kind::Escalated,
+        Kind::DigestQueued,
+        Kind::DigestDelivered,
+        Kind::StateChanged,
+        Kind::Started,
+        Kind::Exited,
+        Kind::WatcherStarted,
+        Kind::WatcherTakeover,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Detected => "detected",
+            Kind::MarkerCreated => "marker-created",
+            Kind::Duplicate => "duplicate",
+            Kind::Claimed => "claimed",
+            Kind::ResumeRequested => "resume-requested",
+            Kind::Spawned => "spawned",
+            Kind::Verified => "verified",
+            Kind::Failed => "failed",
+            Kind::Skipped => "skipped",
+            Kind::CooldownSuppressed => "cooldown-suppressed",
+            Kind::CapReached => "cap-reached",
+            Kind::Released => "released",
+            Kind::Refused => "refused",
+            Kind::Confirmed => "confirmed",
+            Kind::Approved => "approved",
+            Kind::Denied => "denied",
+            Kind::Declined => "declined",
+            Kind::ApprovalRequested => "approval-requested",
+            Kind::Escalated => "escalated",
+            Kind::DigestQueued => "digest-queued",
+            Kind::DigestDelivered => "digest-delivered",
+            Kind::StateChanged => "state-changed",
+            Kind::Started => "started",
+            Kind::Exited => "exited",
+            Kind::WatcherStarted => "watcher-started",
+            Kind::WatcherTakeover => "watcher-takeover",
+        }
+    }
+
+    /// The kind spelled `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// An event to append. Only short, operator-facing words go in `reason`: never a path, a log
+/// line or a message body.
+#[derive(Debug, Clone, Default)]
+pub struct NewEvent {
+    pub kind: Option<Kind>,
+    pub job: Option<String>,
+    pub run: Option<String>,
+    pub workspace_hash: Option<String>,
+    pub route: Option<String>,
+    /// A claim or approval key: a content hash, never raw content.
+    pub key: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl NewEvent {
+    pub fn new(kind: Kind) -> Self {
+        NewEvent {
+            kind: Some(kind),
+            ..NewEvent::default()
+        }
+    }
+
+    pub fn job(mut self, job: &str) -> Self {
+        self.job = Some(job.to_string());
+        self
+    }
+
+    pub fn run(mut self, run: Option<&str>) -> Self {
+        self.run = run.map(str::to_string);
+        self
+    }
+
+    pub fn workspace_hash(mut self, hash: Option<String>) -> Self {
+        self.workspace_hash = hash;
+        self
+    }
+
+    pub fn route(mut self, route: Option<&str>) -> Self {
+        self.route = route.map(str::to_string);
+        self
+    }
+
+    pub fn key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_string());
+        self
+    }
+
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// One event as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub job: Option<String>,
+    pub actor: Actor,
+    pub session: String,
+    pub run: Option<String>,
+    pub workspace_hash: Option<String>,
+    pub route: Option<String>,
+    pub key: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// Which events to read.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub job: Option<String>,
+    pub kind: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+    /// The newest this many, still returned oldest first.
+    pub last: Option<usize>,
+}
+
+/// Where a claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimState {
+    Claimed,
+    Spawned,
+    Verified,
+    Failed,
+}
+
+impl ClaimState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Claimed => "claimed",
+            ClaimState::Spawned => "spawned",
+            ClaimState::Verified => "verified",
+            ClaimState::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> ClaimState {
+        match text {
+            "spawned" => ClaimState::Spawned,
+            "verified" => ClaimState::Verified,
+            "failed" => ClaimState::Failed,
+            _ => ClaimState::Claimed,
+        }
+    }
+}
+
+/// A claim as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Claim {
+    pub key: String,
+    pub job: String,
+    pub action: String,
+    pub state: ClaimState,
+    pub session: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub pid: Option<u32>,
+    pub created: DateTime<Utc>,
+    pub updated: DateTime<Utc>,
+}
+
+/// The answer to a claim: the first claimer wins; everyone else sees who did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    Won,
+    Duplicate(Claim),
+}
+
+/// An approval request's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+        }
+    }
+
+    fn parse(text: &str) -> ApprovalState {
+        match text {
+            "approved" => ApprovalState::Approved,
+            "denied" => ApprovalState::Denied,
+            _ => ApprovalState::Pending,
+        }
+    }
+}
+
+/// An irreversible step a job asked a human about.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Approval {
+    pub key: String,
+    pub job: String,
+    pub step: String,
+    pub summary: String,
+    pub state: ApprovalState,
+    pub reason: Option<String>,
+    pub requested: DateTime<Utc>,
+    pub decided: Option<DateTime<Utc>>,
+}
+
+/// A job's heartbeat: progress it reported itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Heartbeat {
+    pub job: String,
+    pub at: DateTime<Utc>,
+    pub done: Option<u64>,
+    pub total: Option<u64>,
+    pub position: Option<String>,
+    pub note: Option<String>,
+}
+
+/// A run's restart route history (SPEC §5: a run never goes to a route it has used).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRoutes {
+    pub run: String,
+    pub job: String,
+    pub routes: Vec<String>,
+    pub hops: u32,
+}
+
+/// The open database. Cheap to open: one per command, or per dashboard.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    session: String,
+    actor: Actor,
+}
+
+/// This process's session id: its PID and start ticks, so a recovery pass can tell whether
+/// the session that made a claim is still alive.
+pub fn this_session() -> String {
+    let pid = std::process::id();
+    let ticks = crate::probe::proc::self_start_ticks().unwrap_or(0);
+    format!("{pid}.{ticks}")
+}
+
+/// The short hash under which a workspace appears in the event log.
+pub fn workspace_hash(path: &Path) -> String {
+    let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
+    hex(&digest[..6])
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+fn from_ms(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `state_dir`, writing as `actor`.
+    pub fn open(state_dir: &Path, actor: Actor) -> Result<Store> {
+        Self::open_as(state_dir, actor, this_session())
+    }
+
+    /// Opens the store with an explicit session id (tests, and sessions that are not this
+    /// process).
+    pub fn open_as(state_dir: &Path, actor: Actor, session: String) -> Result<Store> {
+        ensure_private_dir(state_dir)?;
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            // Created 0600 before SQLite touches it, so it is never readable by others.
+            let created = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            if let Err(error) = created
+                && error.kind() != std::io::ErrorKind::AlreadyExists
+            {
+                return Err(StoreError(format!(
+                    "cannot create the state store '{}': {error}",
+                    path.display()
+                )));
+            }
+        }
+        let conn = Connection::open(&path).map_err(|e| {
+            StoreError(format!(
+                "cannot open the state store '{}': {e}",
+                path.display()
+            ))
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL: readers never block the writer; a dashboard reading never stalls a watcher.
+        conn.pragma_update(None, "journal_mode", "wal")?;
+        conn.pragma_update(None, "synchronous", "normal")?;
+        conn.pragma_update(None, "foreign_keys", "on")?;
+        schema::migrate(&conn)?;
+        Ok(Store {
+            conn,
+            path,
+            session,
+            actor,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    pub fn actor(&self) -> Actor {
+        self.actor
+    }
+
+    /// The same store, writing as another actor.
+    pub fn with_actor(mut self, actor: Actor) -> Store {
+        self.actor = actor;
+        self
+    }
+
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction: it holds the write lock from the
+    /// start, so a read inside it stays true until the commit.
+    fn write<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Appends one event and returns its id.
+    pub fn append(&mut self, event: NewEvent) -> Result<i64> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| insert_event(tx, actor, &session, &event, Utc::now()))
+    }
+
+    /// Reads events, oldest first.
+    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
+        let mut sql = String::from(
+            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
+             FROM events WHERE 1=1",
+        );
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(job) = &filter.job {
+            sql.push_str(" AND job = ?");
+            args.push(job.clone().into());
+        }
+        if let Some(kind) = &filter.kind {
+            sql.push_str(" AND kind = ?");
+            args.push(kind.clone().into());
+        }
+        if let Some(since) = filter.since {
+            sql.push_str(" AND at_ms >= ?");
+            args.push(ms(since).into());
+        }
+        match filter.last {
+            Some(n) => {
+                sql = format!("SELECT * FROM ({sql} ORDER BY id DESC LIMIT {n}) ORDER BY id")
+            }
+            None => sql.push_str(" ORDER BY id"),
+        }
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(rusqlite::params_from_iter(args), |row| {
+            Ok(Event {
+                id: row.get(0)?,
+                at: from_ms(row.get(1)?),
+                kind: row.get(2)?,
+                job: row.get(3)?,
+                actor: Actor::parse(&row.get::<_, String>(4)?),
+                session: row.get(5)?,
+                run: row.get(6)?,
+                workspace_hash: row.get(7)?,
+                route: row.get(8)?,
+                key: row.get(9)?,
+                reason: row.get(10)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Whether the event log records a start of `job` (a spawn or a `mihari run`).
+    pub fn started_before(&self, job: &str) -> Result<bool> {
+        let found: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT id FROM events WHERE job = ?1 AND kind IN ('spawned', 'started') LIMIT 1",
+                params![job],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(found.is_some())
+    }
+
+    /// How many events of `kind` for `job` (any actor when `actor` is `None`) since `since`.
+    pub fn count(
+        &self,
+        kind: Kind,
+        job: Option<&str>,
+        actor: Option<Actor>,
+        since: DateTime<Utc>,
+    ) -> Result<u64> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM events WHERE kind = ?1 AND (?2 IS NULL OR job = ?2) \
+             AND (?3 IS NULL OR actor = ?3) AND at_ms >= ?4",
+            params![kind.as_str(), job, actor.map(Actor::as_str), ms(since)],
+            |row| row.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// The time of the last spawn in the workspace with this hash.
+    pub fn last_spawn_in_workspace(&self, hash: &str) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<i64> = self.conn.query_row(
+            "SELECT max(at_ms) FROM events WHERE kind = 'spawned' AND workspace_hash = ?1",
+            params![hash],
+            |row| row.get(0),
+        )?;
+        Ok(at.map(from_ms))
+    }
+
+    /// Claims `key` for `job`'s `action`: the first claimer wins and records `claimed`;
+    /// every later claimer records `duplicate` and wins nothing. One transaction, so two
+    /// processes can never both win.
+    pub fn claim(
+        &mut self,
+        key: &str,
+        job: &str,
+        action: &str,
+        reason: &str,
+    ) -> Result<ClaimOutcome> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            let now = Utc::now();
+            let inserted = tx.execute(
+                "INSERT INTO claims (key, job, action, state, session, attempts, created_ms, updated_ms) \
+                 VALUES (?1, ?2, ?3, 'claimed', ?4, 1, ?5, ?5) ON CONFLICT(key) DO NOTHING",
+                params![key, job, action, session, ms(now)],
+            )?;
+            if inserted == 1 {
+                insert_event(
+                    tx,
+                    actor,
+                    &session,
+                    &NewEvent::new(Kind::Claimed).job(job).key(key).reason(reason),
+                    now,
+                )?;
+                return Ok(ClaimOutcome::Won);
+            }
+            let existing = read_claim(tx, key)?.ok_or_else(|| {
+                StoreError(format!("claim '{key}' vanished inside its transaction"))
+            })?;
+            insert_event(
+                tx,
+                actor,
+                &session,
+                &NewEvent::new(Kind::Duplicate).job(job).key(key).reason(format!(
+                    "already claimed by session {} ({})",
+                    existing.session,
+                    existing.state.as_str()
+                )),
+                now,
+            )?;
+            Ok(ClaimOutcome::Duplicate(existing))
+        })
+    }
+
+    /// Moves a claim to `state`, recording the matching event (`spawned`, `verified`,
+    /// `failed`). A failure keeps the attempt count and the last error.
+    pub fn advance_claim(
+        &mut self,
+        key: &str,
+        state: ClaimState,
+        pid: Option<u32>,
+        error: Option<&str>,
+        event: NewEvent,
+    ) -> Result<()> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            let now = Utc::now();
+            tx.execute(
+                "UPDATE claims SET state = ?2, pid = coalesce(?3, pid), \
+                 last_error = coalesce(?4, last_error), updated_ms = ?5 WHERE key = ?1",
+                params![key, state.as_str(), pid, error, ms(now)],
+            )?;
+            insert_event(tx, actor, &session, &event, now)?;
+            Ok(())
+        })
+    }
+
+    /// Opens a failed claim for another attempt (the same key after a failure), counting it.
+    pub fn retry_claim(&mut self, key: &str, reason: &str) -> Result<bool> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            let now = Utc::now();
+            let changed = tx.execute(
+                "UPDATE claims SET state = 'claimed', session = ?2, attempts = attempts + 1, \
+                 updated_ms = ?3 WHERE key = ?1 AND state = 'failed'",
+                params![key, session, ms(now)],
+            )?;
+            if changed == 1 {
+                let job: String =
+                    tx.query_row("SELECT job FROM claims WHERE key = ?1", params![key], |r| {
+                        r.get(0)
+                    })?;
+                insert_event(
+                    tx,
+                    actor,
+                    &session,
+                    &NewEvent::new(Kind::Claimed)
+                        .job(&job)
+                        .key(key)
+                        .reason(reason),
+                    now,
+                )?;
+            }
+            Ok(changed == 1)
+        })
+    }
+
+    pub fn claim_of(&self, key: &str) -> Result<Option<Claim>> {
+        read_claim(&self.conn, key)
+    }
+
+    /// Claims still `claimed` or `spawned` (not verified, not failed).
+    pub fn open_claims(&self) -> Result<Vec<Claim>> {
+        let mut statement = self.conn.prepare(
+            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms \
+             FROM claims WHERE state IN ('claimed', 'spawned') ORDER BY created_ms",
+        )?;
+        let rows = statement.query_map([], claim_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Records a job's approval request. The same key never makes a second entry: the
+    /// existing request is returned as it stands.
+    pub fn request_approval(
+        &mut self,
+        job: &str,
+        step: &str,
+        key: &str,
+        summary: &str,
+    ) -> Result<Approval> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            let now = Utc::now();
+            let inserted = tx.execute(
+                "INSERT INTO approvals (key, job, step, summary, state, requested_ms) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5) ON CONFLICT(key) DO NOTHING",
+                params![key, job, step, summary, ms(now)],
+            )?;
+            if inserted == 1 {
+                insert_event(
+                    tx,
+                    actor,
+                    &session,
+                    &NewEvent::new(Kind::ApprovalRequested)
+                        .job(job)
+                        .key(key)
+                        .reason(format!("step '{}'", crate::core::text::inert(step))),
+                    now,
+                )?;
+            }
+            read_approval(tx, key)?.ok_or_else(|| StoreError(format!("approval '{key}' vanished")))
+        })
+    }
+
+    /// Approves or denies a pending request. Refuses (with the current state) when it is not
+    /// pending any more: a decision is never made twice.
+    pub fn decide_approval(
+        &mut self,
+        key: &str,
+        approve: bool,
+        reason: Option<&str>,
+    ) -> Result<std::result::Result<Approval, Approval>> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            let Some(current) = read_approval(tx, key)? else {
+                return Err(StoreError(format!(
+                    "no approval request with key '{key}' (see mihari approval list)"
+                )));
+            };
+            if current.state != ApprovalState::Pending {
+                return Ok(Err(current));
+            }
+            let now = Utc::now();
+            let state = if approve { "approved" } else { "denied" };
+            tx.execute(
+                "UPDATE approvals SET state = ?2, reason = ?3, decided_ms = ?4, decided_by = ?5 \
+                 WHERE key = ?1 AND state = 'pending'",
+                params![key, state, reason, ms(now), actor.as_str()],
+            )?;
+            let kind = if approve {
+                Kind::Approved
+            } else {
+                Kind::Denied
+            };
+            let mut event = NewEvent::new(kind).job(&current.job).key(key);
+            if let Some(reason) = reason {
+                event = event.reason(reason);
+            }
+            insert_event(tx, actor, &session, &event, now)?;
+            let decided = read_approval(tx, key)?
+                .ok_or_else(|| StoreError(format!("approval '{key}' vanished")))?;
+            Ok(Ok(decided))
+        })
+    }
+
+    pub fn approval(&self, key: &str) -> Result<Option<Approval>> {
+        read_approval(&self.conn, key)
+    }
+
+    /// Approval requests, newest first; only pending ones when `pending_only`.
+    pub fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>> {
+        let mut statement = self.conn.prepare(
+            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms FROM approvals \
+             WHERE (?1 = 0 OR state = 'pending') ORDER BY requested_ms DESC",
+        )?;
+        let rows = statement.query_map(params![i64::from(pending_only)], approval_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Records a heartbeat: a progress source the job reports itself.
+    pub fn heartbeat(&mut self, beat: &Heartbeat) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO heartbeats (job, at_ms, done, total, position, note) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    beat.job,
+                    ms(beat.at),
+                    beat.done.map(|d| d as i64),
+                    beat.total.map(|t| t as i64),
+                    beat.position,
+                    beat.note
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The last heartbeat of `job`.
+    pub fn last_heartbeat(&self, job: &str) -> Result<Option<Heartbeat>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE job = ?1 \
+                 ORDER BY at_ms DESC, id DESC LIMIT 1",
+                params![job],
+                |row| {
+                    Ok(Heartbeat {
+                        job: row.get(0)?,
+                        at: from_ms(row.get(1)?),
+                        done: row.get::<_, Option<i64>>(2)?.map(|d| d.max(0) as u64),
+                        total: row.get::<_, Option<i64>>(3)?.map(|t| t.max(0) as u64),
+                        position: row.get(4)?,
+                        note: row.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// The routes `run` has used so far, and its hop count.
+    pub fn run_routes(&self, run: &str) -> Result<Option<RunRoutes>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT run, job, routes, hops FROM runs WHERE run = ?1",
+                params![run],
+                |row| {
+                    let routes: String = row.get(2)?;
+                    Ok(RunRoutes {
+                        run: row.get(0)?,
+                        job: row.get(1)?,
+                        routes: serde_json::from_str(&routes).unwrap_or_default(),
+                        hops: row.get::<_, i64>(3)?.max(0) as u32,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Records that `run` went to `route`: one more hop in its history.
+    pub fn record_route(&mut self, run: &str, job: &str, route: &str) -> Result<RunRoutes> {
+        self.write(|tx| {
+            let now = ms(Utc::now());
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT routes FROM runs WHERE run = ?1",
+                    params![run],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let mut routes: Vec<String> = existing
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or_default();
+            routes.push(route.to_string());
+            let text = serde_json::to_string(&routes).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "INSERT INTO runs (run, job, routes, hops, started_ms, updated_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5) \
+                 ON CONFLICT(run) DO UPDATE SET routes = ?3, hops = ?4, updated_ms = ?5",
+                params![run, job, text, routes.len() as i64, now],
+            )?;
+            Ok(RunRoutes {
+                run: run.to_string(),
+                job: job.to_string(),
+                hops: routes.len() as u32,
+                routes,
+            })
+        })
+    }
+
+    /// `PRAGMA integrity_check`: "ok" when the database is sound.
+    pub fn integrity_check(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))?)
+    }
+
+    /// The raw connection, for tests that must prove what the database itself refuses.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn insert_event(
+    tx: &Connection,
+    actor: Actor,
+    session: &str,
+    event: &NewEvent,
+    at: DateTime<Utc>,
+) -> Result<i64> {
+    let kind = event
+        .kind
+        .ok_or_else(|| StoreError("an event needs a kind".to_string()))?;
+    tx.execute(
+        "INSERT INTO events (at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            ms(at),
+            kind.as_str(),
+            event.job,
+            actor.as_str(),
+            session,
+            event.run,
+            event.workspace_hash,
+            event.route,
+            event.key,
+            event.reason.as_deref().map(crate::core::text::inert),
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
+    Ok(Claim {
+        key: row.get(0)?,
+        job: row.get(1)?,
+        action: row.get(2)?,
+        state: ClaimState::parse(&row.get::<_, String>(3)?),
+        session: row.get(4)?,
+        attempts: row.get(5)?,
+        last_error: row.get(6)?,
+        pid: row.get::<_, Option<i64>>(7)?.map(|p| p as u32),
+        created: from_ms(row.get(8)?),
+        updated: from_ms(row.get(9)?),
+    })
+}
+
+fn read_claim(conn: &Connection, key: &str) -> Result<Option<Claim>> {
+    Ok(conn
+        .query_row(
+            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms \
+             FROM claims WHERE key = ?1",
+            params![key],
+            claim_from_row,
+        )
+        .optional()?)
+}
+
+fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
+    Ok(Approval {
+        key: row.get(0)?,
+        job: row.get(1)?,
+        step: row.get(2)?,
+        summary: row.get(3)?,
+        state: ApprovalState::parse(&row.get::<_, String>(4)?),
+        reason: row.get(5)?,
+        requested: from_ms(row.get(6)?),
+        decided: row.get::<_, Option<i64>>(7)?.map(from_ms),
+    })
+}
+
+fn read_approval(conn: &Connection, key: &str) -> Result<Option<Approval>> {
+    Ok(conn
+        .query_row(
+            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms FROM approvals \
+             WHERE key = ?1",
+            params![key],
+            approval_from_row,
+        )
+        .optional()?)
+}
+
+/// Creates `dir` (and its parents) with mode 0700, and refuses one that others can write.
+fn ensure_private_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                StoreError(format!(
+                    "cannot create the state folder '{}': {e}; set settings.state_dir to a \
+                     folder you can write",
+                    dir.display()
+                ))
+            })?;
+        // DirBuilder's mode is filtered by the umask; say it exactly.
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    }
+    let meta = fs::metadata(dir).map_err(|e| {
+        StoreError(format!(
+            "cannot read the state folder '{}': {e}",
+            dir.display()
+        ))
+    })?;
+    if !meta.is_dir() {
+        return Err(StoreError(format!(
+            "the state folder '{}' is not a folder",
+            dir.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(StoreError(format!(
+            "the state folder '{}' is writable by group or others (mode {:o}): \
+             chmod 700 '{}'",
+            dir.display(),
+            meta.permissions().mode() & 0o7777,
+            dir.display()
+        )));
+    }
+    Ok(())
+}

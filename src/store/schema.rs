@@ -1,0 +1,107 @@
+//! The store's schema, as numbered migrations applied in order.
+//!
+//! `PRAGMA user_version` records how far a database has been migrated; each migration runs
+//! once, in its own `BEGIN IMMEDIATE` transaction, so two processes opening a fresh store at
+//! the same time cannot both apply it. A database newer than this binary is refused rather
+//! than guessed at. Migrations are only ever appended, never edited.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Result, StoreError};
+
+/// Every migration, in order; the database's `user_version` is how many have run.
+const MIGRATIONS: [&str; 1] = [
+    // 1: the event log (append-only), claims, approvals, heartbeats, runs.
+    "
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        job TEXT,
+        actor TEXT NOT NULL CHECK (actor IN ('operator', 'watcher', 'job', 'cli')),
+        session TEXT NOT NULL,
+        run TEXT,
+        workspace_hash TEXT,
+        route TEXT,
+        key TEXT,
+        reason TEXT
+    );
+    CREATE INDEX events_by_job ON events (job, at_ms);
+    CREATE INDEX events_by_kind ON events (kind, at_ms);
+    CREATE INDEX events_by_workspace ON events (workspace_hash, kind, at_ms);
+    CREATE TRIGGER events_never_updated BEFORE UPDATE ON events
+    BEGIN
+        SELECT RAISE(ABORT, 'the event log is append-only: an event is never updated');
+    END;
+    CREATE TRIGGER events_never_deleted BEFORE DELETE ON events
+    BEGIN
+        SELECT RAISE(ABORT, 'the event log is append-only: an event is never deleted');
+    END;
+    CREATE TABLE claims (
+        key TEXT PRIMARY KEY,
+        job TEXT NOT NULL,
+        action TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('claimed', 'spawned', 'verified', 'failed')),
+        session TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        last_error TEXT,
+        pid INTEGER,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    CREATE TABLE approvals (
+        key TEXT PRIMARY KEY,
+        job TEXT NOT NULL,
+        step TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+        reason TEXT,
+        requested_ms INTEGER NOT NULL,
+        decided_ms INTEGER,
+        decided_by TEXT
+    );
+    CREATE TABLE heartbeats (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        done INTEGER,
+        total INTEGER,
+        position TEXT,
+        note TEXT
+    );
+    CREATE INDEX heartbeats_by_job ON heartbeats (job, at_ms);
+    CREATE TABLE runs (
+        run TEXT PRIMARY KEY,
+        job TEXT NOT NULL,
+        routes TEXT NOT NULL DEFAULT '[]',
+        hops INTEGER NOT NULL DEFAULT 0,
+        started_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    ",
+];
+
+/// Brings the database up to the newest schema.
+pub fn migrate(conn: &Connection) -> Result<()> {
+    let known = MIGRATIONS.len() as i64;
+    loop {
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version > known {
+            return Err(StoreError(format!(
+                "the state store is at schema version {version}, newer than this mihari \
+                 knows ({known}): upgrade mihari"
+            )));
+        }
+        if version == known {
+            return Ok(());
+        }
+        // `unchecked_transaction`: the connection is shared, not borrowed mutably here.
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if current == version {
+            tx.execute_batch(MIGRATIONS[version as usize])?;
+            tx.pragma_update(None, "user_version", version + 1)?;
+        }
+        tx.commit()?;
+    }
+}
