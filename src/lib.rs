@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod demo;
+pub mod effect;
 pub mod engine;
 pub mod probe;
 pub mod store;

@@ -4,6 +4,8 @@
 //! returns an [`ExitCode`]. Nothing here judges a job; nothing here draws a screen.
 
 mod check;
+pub mod decide;
+pub mod jobside;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -52,6 +54,19 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
+    /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
+    /// job is already running.
+    Run(jobside::RunArgs),
+    /// Record a heartbeat for a job: a progress source carrying done, total and position.
+    Heartbeat(jobside::HeartbeatArgs),
+    /// Approvals of irreversible steps: a job requests, the operator approves or denies.
+    #[command(subcommand)]
+    Approval(jobside::ApprovalCommand),
+    /// Claim a key exactly once: exit 0 for the one winner, 1 for every duplicate (recorded).
+    Claim(jobside::ClaimArgs),
+    /// The event log, oldest first (`--json`: one object per line).
+    Events(jobside::EventsArgs),
     /// A simulated job of the demo (internal).
     #[command(hide = true)]
     Sim(crate::demo::sim::SimArgs),
@@ -77,6 +92,13 @@ pub fn run(cli: Cli) -> ExitCode {
             crate::demo::run(dir.as_deref(), dashboard, &mut out)
         }
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
+        Some(Command::Run(args)) => jobside::run(cli.config.as_deref(), args),
+        Some(Command::Heartbeat(args)) => jobside::heartbeat(cli.config.as_deref(), args),
+        Some(Command::Approval(command)) => {
+            jobside::approval(cli.config.as_deref(), command, &mut out)
+        }
+        Some(Command::Claim(args)) => jobside::claim(cli.config.as_deref(), args),
+        Some(Command::Events(args)) => jobside::events(cli.config.as_deref(), args, &mut out),
         Some(Command::Tui) | None => {
             drop(out);
             crate::tui::run(cli.config.as_deref())

@@ -1,0 +1,890 @@
+//! The dashboard, measured from the outside: the real `mihari tui` binary in a real
+//! pseudo-terminal, its screen read back through a terminal emulator (`vt100`).
+//!
+//! Run with `cargo bench --bench dashboard` (Cargo builds the binary in release). It reports
+//! three figures, each against its target, and exits 0 whether or not a target is met (it is
+//! a report; setup failures exit 1):
+//!
+//! | measure | target |
+//! |---|---|
+//! | idle CPU over 60 s with 100 quiet jobs | at most 0.05 % of one core |
+//! | a progress write that changes a state -> new screen | at most 100 ms p99 |
+//! | a lock holder killed -> DEAD_LOCK_STALE on screen | at most 100 ms p99 |
+//!
+//! The sandbox is a temporary folder (removed at the end) with a jobs file of 102 jobs:
+//!
+//! - 100 quiet jobs (`quiet000`..`quiet099`), each with a JSON lock held by a live
+//!   `sleep 3600`, a log and a progress file written once and never again, a stall threshold
+//!   of a day and a large expected total: RUNNING, and nothing about them changes.
+//! - `flip`: no process, a lock that never exists, a progress file of `FLIP_LINES` lines and
+//!   an expected total of one more. It is SHOULD_BE_RUNNING; appending a line makes it
+//!   COMPLETE, truncating the line away makes it SHOULD_BE_RUNNING again.
+//! - `held`: a lock held by a `sleep`, RUNNING. Killing the holder (SIGKILL, reaped) makes it
+//!   DEAD_LOCK_STALE; a new `sleep` and an atomically replaced lock make it RUNNING again.
+//!
+//! The dashboard runs in a 120x40 pty with TERM=xterm-256color. Both measured jobs have the
+//! owner `measured` and the bench types the filter `/measured⏎`, so their rows are on screen
+//! whatever the order of the other 100. "The screen shows state S for job J" means some
+//! screen row holds both J and S as whole words.
+//!
+//! Order: first screen, filter, 5 s to settle, then the idle window (nothing is written;
+//! utime+stime of the dashboard from `/proc/<pid>/stat`, plus on-CPU time and context
+//! switches per thread from `/proc/<pid>/task`), then the flips, then the kills. Each latency
+//! runs from just before the write (or the kill) to the moment the new state is on screen.
+//!
+//! Knobs (environment):
+//! - `MIHARI_BENCH_IDLE_SECS` (default 60): the idle window, shorter for a quick run.
+//! - `MIHARI_BENCH_FLIPS` (default 100): progress writes, alternating both directions.
+//! - `MIHARI_BENCH_KILLS` (default 60): holder kills.
+//! - `MIHARI_BENCH_QUIET_AGE_SECS` (default 0): back-date the quiet files' mtimes by this
+//!   much, to measure a dashboard whose jobs have been quiet for a while (ages in minutes)
+//!   rather than since the bench wrote them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::num::NonZeroU16;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::pty::{Winsize, openpty};
+
+use mihari::probe::proc::{clock_ticks_per_second, start_ticks};
+
+const COLS: u16 = 120;
+const ROWS: u16 = 40;
+const NONZERO_COLS: NonZeroU16 = NonZeroU16::new(COLS).unwrap();
+const NONZERO_ROWS: NonZeroU16 = NonZeroU16::new(ROWS).unwrap();
+const QUIET_JOBS: usize = 100;
+/// Lines in flip's progress file while it should be running; one more completes it.
+const FLIP_LINES: u64 = 1000;
+/// Time for everything to settle between the filter and the idle window.
+const SETTLE: Duration = Duration::from_secs(5);
+/// How long one state change may take to show before it counts as missed.
+const GIVE_UP: Duration = Duration::from_secs(5);
+/// The owner both measured jobs share, and the filter that shows exactly them.
+const MEASURED: &str = "measured";
+
+const IDLE_TARGET_PERCENT: f64 = 0.05;
+const LATENCY_TARGET: Duration = Duration::from_millis(100);
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("dashboard bench failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let idle_secs = env_u64("MIHARI_BENCH_IDLE_SECS", 60)?;
+    let flips = env_u64("MIHARI_BENCH_FLIPS", 100)? as usize;
+    let kills = env_u64("MIHARI_BENCH_KILLS", 60)? as usize;
+    let quiet_age = env_u64("MIHARI_BENCH_QUIET_AGE_SECS", 0)?;
+    let exe = Path::new(env!("CARGO_BIN_EXE_mihari"));
+    let tck = clock_ticks_per_second()?;
+
+    let mut holders = Holders::default();
+    let mut sandbox = Sandbox::create(&mut holders, quiet_age)?;
+    println!(
+        "mihari dashboard bench: {} in a {COLS}x{ROWS} pty, {} jobs ({QUIET_JOBS} quiet), \
+         quiet files {}",
+        exe.display(),
+        QUIET_JOBS + 2,
+        if quiet_age == 0 {
+            "written at setup".to_string()
+        } else {
+            format!("back-dated {quiet_age} s")
+        }
+    );
+
+    let mut dash = Dashboard::spawn(exe, &sandbox.config)?;
+    let total = format!("{} jobs", QUIET_JOBS + 2);
+    dash.wait_until(Duration::from_secs(20), |s| screen_contains(s, &total))?
+        .ok_or_else(|| format!("no first screen within 20 s:\n{}", dash.dump()))?;
+    dash.send(format!("/{MEASURED}\r").as_bytes())?;
+    dash.wait_until(Duration::from_secs(10), |s| {
+        screen_contains(s, &format!("filter '{MEASURED}'"))
+            && row_shows(s, "flip", "SHOULD_BE_RUNNING")
+            && row_shows(s, "held", "RUNNING")
+    })?
+    .ok_or_else(|| format!("the filtered screen did not show:\n{}", dash.dump()))?;
+    dash.drain_for(SETTLE)?;
+
+    let idle = measure_idle(&mut dash, Duration::from_secs(idle_secs), tck)?;
+    let flip = measure_flips(&mut dash, &sandbox, flips)?;
+    let held = measure_kills(&mut dash, &mut sandbox, &mut holders, kills)?;
+    let hwm_kib = vm_hwm_kib(dash.pid())?;
+    let exit = dash.quit()?;
+    drop(holders);
+    let sandbox_path = sandbox.root.path().to_path_buf();
+    drop(sandbox);
+
+    report(&idle, &flip, &held, hwm_kib);
+    println!(
+        "\ndashboard exit: {exit}; sleeps killed; {} removed",
+        sandbox_path.display()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox and the lock holders
+
+/// Every `sleep` the bench started; dropping it kills and reaps each one.
+#[derive(Default)]
+struct Holders {
+    children: Vec<Child>,
+}
+
+impl Holders {
+    /// Starts a `sleep 3600` and returns its PID and start time (field 22 of its stat).
+    fn spawn(&mut self) -> Result<(u32, u64), String> {
+        let child = Command::new("sleep")
+            .arg("3600")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start sleep: {e}"))?;
+        let pid = child.id();
+        self.children.push(child);
+        let ticks = start_ticks(pid).ok_or_else(|| format!("sleep {pid} has no start time"))?;
+        Ok((pid, ticks))
+    }
+
+    /// SIGKILLs the holder `pid` and reaps it.
+    fn kill(&mut self, pid: u32) -> Result<(), String> {
+        let at = self
+            .children
+            .iter()
+            .position(|c| c.id() == pid)
+            .ok_or_else(|| format!("{pid} is not one of ours"))?;
+        let mut child = self.children.swap_remove(at);
+        child.kill().map_err(|e| format!("kill {pid}: {e}"))?;
+        child.wait().map_err(|e| format!("waitpid {pid}: {e}"))?;
+        Ok(())
+    }
+}
+
+impl Drop for Holders {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The temporary folder with the jobs file and every job's files.
+struct Sandbox {
+    root: tempfile::TempDir,
+    config: PathBuf,
+    flip_progress: PathBuf,
+    held_lock: PathBuf,
+    /// Where lock files are written before being renamed into place: not a watched folder.
+    staging: PathBuf,
+    held_pid: u32,
+}
+
+impl Sandbox {
+    /// Writes the jobs file and every job's files, starting a holder for each lock.
+    fn create(holders: &mut Holders, quiet_age: u64) -> Result<Sandbox, String> {
+        let root = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+        let dir = root.path();
+        for sub in ["quiet", "measured", "staging", "state"] {
+            fs::create_dir(dir.join(sub)).map_err(|e| format!("mkdir {sub}: {e}"))?;
+        }
+        let back_date = SystemTime::now() - Duration::from_secs(quiet_age);
+        let quiet_file = |path: &Path, text: &str| -> Result<(), String> {
+            write(path, text)?;
+            if quiet_age > 0 {
+                File::options()
+                    .write(true)
+                    .open(path)
+                    .and_then(|f| f.set_modified(back_date))
+                    .map_err(|e| format!("cannot back-date '{}': {e}", path.display()))?;
+            }
+            Ok(())
+        };
+
+        let mut yaml = String::from(
+            "# mihari dashboard bench: 100 quiet jobs and two measured ones.\n\
+             settings:\n  state_dir: ./state\njobs:\n",
+        );
+        yaml.push_str(&format!(
+            "  - id: flip\n    owner: {MEASURED}\n    lock: measured/flip.lock\n    \
+             progress_file: measured/flip.progress\n    stall_sec: 86400\n    \
+             expected_total: {}\n    should_run_when: [not_complete]\n",
+            FLIP_LINES + 1
+        ));
+        quiet_file(&dir.join("measured/flip.progress"), &lines(FLIP_LINES))?;
+
+        yaml.push_str(&format!(
+            "  - id: held\n    owner: {MEASURED}\n    lock: measured/held.lock\n    \
+             log: measured/held.log\n    progress_file: measured/held.progress\n    \
+             stall_sec: 86400\n    expected_total: 1000000\n    \
+             should_run_when: [not_complete]\n"
+        ));
+        quiet_file(&dir.join("measured/held.log"), "worker started\n")?;
+        quiet_file(&dir.join("measured/held.progress"), &lines(10))?;
+        let (held_pid, ticks) = holders.spawn()?;
+        write(&dir.join("measured/held.lock"), &json_lock(held_pid, ticks))?;
+
+        for n in 0..QUIET_JOBS {
+            let id = format!("quiet{n:03}");
+            yaml.push_str(&format!(
+                "  - id: {id}\n    owner: quiet\n    lock: quiet/{id}.lock\n    \
+                 log: quiet/{id}.log\n    progress_file: quiet/{id}.progress\n    \
+                 stall_sec: 86400\n    expected_total: 1000000\n    \
+                 should_run_when: [not_complete]\n"
+            ));
+            quiet_file(&dir.join(format!("quiet/{id}.log")), "worker started\n")?;
+            quiet_file(&dir.join(format!("quiet/{id}.progress")), &lines(10))?;
+            let (pid, ticks) = holders.spawn()?;
+            write(
+                &dir.join(format!("quiet/{id}.lock")),
+                &json_lock(pid, ticks),
+            )?;
+        }
+        let config = dir.join("jobs.yaml");
+        write(&config, &yaml)?;
+        Ok(Sandbox {
+            config,
+            flip_progress: dir.join("measured/flip.progress"),
+            held_lock: dir.join("measured/held.lock"),
+            staging: dir.join("staging"),
+            held_pid,
+            root,
+        })
+    }
+
+    /// Replaces held's lock atomically (write in the staging folder, then rename).
+    fn replace_held_lock(&mut self, pid: u32, ticks: u64) -> Result<(), String> {
+        let temp = self.staging.join("held.lock");
+        write(&temp, &json_lock(pid, ticks))?;
+        fs::rename(&temp, &self.held_lock).map_err(|e| format!("rename held.lock: {e}"))?;
+        self.held_pid = pid;
+        Ok(())
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    fs::write(path, text).map_err(|e| format!("cannot write '{}': {e}", path.display()))
+}
+
+/// `n` newline-terminated JSONL progress lines.
+fn lines(n: u64) -> String {
+    (0..n).map(|i| format!("{{\"item\":{i}}}\n")).collect()
+}
+
+/// A lock as `mihari run` writes it: the PID and its start time in clock ticks.
+fn json_lock(pid: u32, ticks: u64) -> String {
+    format!("{{\"pid\":{pid},\"start_time\":{ticks}}}\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dashboard in a pty
+
+/// The running `mihari tui`, its pty master, and the screen it has drawn so far.
+struct Dashboard {
+    child: Child,
+    master: File,
+    parser: vt100::Parser,
+    /// Set once reading the master fails (the dashboard and its pty are gone).
+    closed: bool,
+    /// Every burst of output: when it arrived and how many bytes.
+    bursts: Vec<(Instant, usize)>,
+}
+
+impl Dashboard {
+    /// Starts `mihari tui --config CONFIG` as the session leader of a new 120x40 pty.
+    fn spawn(exe: &Path, config: &Path) -> Result<Dashboard, String> {
+        let size = Winsize {
+            ws_row: ROWS,
+            ws_col: COLS,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = openpty(&size, None).map_err(|e| format!("openpty: {e}"))?;
+        // Neither end may leak into the `sleep`s started later (a leaked slave keeps the pty
+        // open after the dashboard exits); the child gets the slave as 0, 1 and 2 by dup2.
+        for fd in [&pty.master, &pty.slave] {
+            fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+                .map_err(|e| format!("fcntl FD_CLOEXEC: {e}"))?;
+        }
+        fcntl(pty.master.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+            .map_err(|e| format!("fcntl O_NONBLOCK: {e}"))?;
+        let stdio = |fd: &OwnedFd| -> Result<Stdio, String> {
+            fd.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| format!("dup: {e}"))
+        };
+        let mut command = Command::new(exe);
+        command
+            .arg("tui")
+            .arg("--config")
+            .arg(config)
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR")
+            .stdin(stdio(&pty.slave)?)
+            .stdout(stdio(&pty.slave)?)
+            .stderr(stdio(&pty.slave)?);
+        // SAFETY: the closure runs in the child between fork and exec, so it may only make
+        // async-signal-safe calls: setsid(2) and ioctl(2) are, and it allocates nothing
+        // (errors are OS error codes). Fd 0 is already the pty slave at this point, so
+        // TIOCSCTTY makes it the new session's controlling terminal.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid().map_err(io::Error::from)?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start '{}': {e}", exe.display()))?;
+        drop(pty.slave);
+        Ok(Dashboard {
+            child,
+            master: File::from(pty.master),
+            parser: vt100::Parser::new(NONZERO_ROWS, NONZERO_COLS, 0),
+            closed: false,
+            bursts: Vec::new(),
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits at most `timeout` for output, then reads all there is into the screen. True when
+    /// something was read.
+    fn pump(&mut self, timeout: Duration) -> Result<bool, String> {
+        if self.closed {
+            std::thread::sleep(timeout);
+            return Ok(false);
+        }
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let mut fds = [PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => return Ok(false),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return Ok(false),
+            Err(e) => return Err(format!("poll on the pty: {e}")),
+        }
+        let arrived = Instant::now();
+        let mut buf = [0u8; 64 * 1024];
+        let mut total = 0;
+        loop {
+            match self.master.read(&mut buf) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.parser.process(&buf[..n]);
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // EIO: the slave side is closed, the dashboard has exited.
+                Err(_) => {
+                    self.closed = true;
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            self.bursts.push((arrived, total));
+        }
+        Ok(total > 0)
+    }
+
+    /// Reads output until `wanted` holds for the screen, at most `timeout`. Returns the
+    /// moment it was first seen to hold, or `None` on timeout.
+    fn wait_until(
+        &mut self,
+        timeout: Duration,
+        wanted: impl Fn(&vt100::Screen) -> bool,
+    ) -> Result<Option<Instant>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if wanted(self.parser.screen()) {
+                return Ok(Some(Instant::now()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.pump(left)?;
+        }
+    }
+
+    /// Keeps reading the dashboard's output for `how_long`, so it never blocks on a full pty.
+    fn drain_for(&mut self, how_long: Duration) -> Result<(), String> {
+        let until = Instant::now() + how_long;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            self.pump(left)?;
+        }
+    }
+
+    /// Types `keys` into the terminal.
+    fn send(&mut self, keys: &[u8]) -> Result<(), String> {
+        self.master
+            .write_all(keys)
+            .map_err(|e| format!("cannot type into the pty: {e}"))
+    }
+
+    /// The screen as text, for error messages.
+    fn dump(&self) -> String {
+        self.parser
+            .screen()
+            .rows(0, COLS)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Sends `q` and waits up to 5 s for the dashboard to exit; kills it otherwise.
+    fn quit(mut self) -> Result<String, String> {
+        self.send(b"q")?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(format!("quit on 'q' ({status})"));
+            }
+            self.pump(Duration::from_millis(20))?;
+        }
+        let _ = self.child.kill();
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        Ok(format!("did NOT quit within 5 s of 'q', killed ({status})"))
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The words of a screen row: runs of letters, digits, `_` and `-` (ids and states).
+fn words(row: &str) -> impl Iterator<Item = &str> {
+    row.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether some row of the screen holds both `id` and `state` as whole words.
+fn row_shows(screen: &vt100::Screen, id: &str, state: &str) -> bool {
+    screen.rows(0, COLS).any(|row| {
+        let mut has_id = false;
+        let mut has_state = false;
+        for word in words(&row) {
+            has_id |= word == id;
+            has_state |= word == state;
+        }
+        has_id && has_state
+    })
+}
+
+/// Whether some row of the screen contains `text`.
+fn screen_contains(screen: &vt100::Screen, text: &str) -> bool {
+    screen.rows(0, COLS).any(|row| row.contains(text))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measurements
+
+/// One thread of the dashboard as `/proc/<pid>/task/<tid>` shows it.
+#[derive(Debug, Clone, Default)]
+struct ThreadStat {
+    tid: u32,
+    name: String,
+    /// Time on a CPU (first field of `schedstat`), when the kernel keeps it.
+    on_cpu_ns: Option<u64>,
+    /// Voluntary context switches: each is a sleep, so each later wake-up is one.
+    voluntary: u64,
+    involuntary: u64,
+}
+
+/// What the idle window found.
+struct Idle {
+    secs: f64,
+    ticks: u64,
+    tck: u64,
+    percent: f64,
+    threads_before: Vec<ThreadStat>,
+    threads_after: Vec<ThreadStat>,
+    /// Bursts of screen output during the window: (seconds into it, bytes).
+    bursts: Vec<(f64, usize)>,
+}
+
+/// utime + stime of the whole process (every thread), in clock ticks: fields 14 and 15 of
+/// `/proc/<pid>/stat`, counted after the last ')' (the command name may hold anything).
+fn cpu_ticks(pid: u32) -> Result<u64, String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("no ')' in stat")?;
+    // After ')' comes field 3 (state); field N is at index N - 3.
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, String> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("stat field {n} missing"))
+    };
+    Ok(field(14)? + field(15)?)
+}
+
+/// Every thread of `pid` with its on-CPU time and context switches.
+fn thread_stats(pid: u32) -> Vec<ThreadStat> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut threads: Vec<ThreadStat> = tasks
+        .flatten()
+        .filter_map(|entry| {
+            let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let dir = entry.path();
+            let status = fs::read_to_string(dir.join("status")).ok()?;
+            let value = |key: &str| -> u64 {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            Some(ThreadStat {
+                tid,
+                name: fs::read_to_string(dir.join("comm"))
+                    .map(|c| c.trim().to_string())
+                    .unwrap_or_default(),
+                on_cpu_ns: fs::read_to_string(dir.join("schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse().ok()),
+                voluntary: value("voluntary_ctxt_switches:"),
+                involuntary: value("nonvoluntary_ctxt_switches:"),
+            })
+        })
+        .collect();
+    threads.sort_by_key(|t| t.tid);
+    threads
+}
+
+/// The peak resident set size of `pid` (VmHWM), in KiB.
+fn vm_hwm_kib(pid: u32) -> Result<u64, String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| "no VmHWM in status".to_string())
+}
+
+/// Idle CPU: nothing is written for `window`; the dashboard's CPU time is read before and
+/// after while its output keeps being drained.
+fn measure_idle(dash: &mut Dashboard, window: Duration, tck: u64) -> Result<Idle, String> {
+    let pid = dash.pid();
+    let first_burst = dash.bursts.len();
+    let threads_before = thread_stats(pid);
+    let start = Instant::now();
+    let before = cpu_ticks(pid)?;
+    dash.drain_for(window)?;
+    let after = cpu_ticks(pid)?;
+    let secs = start.elapsed().as_secs_f64();
+    let threads_after = thread_stats(pid);
+    let ticks = after - before;
+    Ok(Idle {
+        secs,
+        ticks,
+        tck,
+        percent: ticks as f64 / (secs * tck as f64) * 100.0,
+        threads_before,
+        threads_after,
+        bursts: dash.bursts[first_burst..]
+            .iter()
+            .map(|&(at, bytes)| (at.duration_since(start).as_secs_f64(), bytes))
+            .collect(),
+    })
+}
+
+/// Latency samples of one measure, and how many changes never showed within [`GIVE_UP`].
+#[derive(Default)]
+struct Latencies {
+    samples: Vec<Duration>,
+    missed: usize,
+}
+
+impl Latencies {
+    fn record(&mut self, started: Instant, seen: Option<Instant>) {
+        match seen {
+            Some(seen) => self.samples.push(seen.duration_since(started)),
+            None => self.missed += 1,
+        }
+    }
+
+    /// min, median, p99 (nearest rank) and max; a missed change counts as slower than all.
+    fn summary(&self) -> Option<[Duration; 4]> {
+        let mut sorted = self.samples.clone();
+        sorted.sort();
+        sorted.extend(std::iter::repeat_n(Duration::MAX, self.missed));
+        let n = sorted.len();
+        if n == 0 {
+            return None;
+        }
+        let p99 = (n * 99).div_ceil(100).max(1) - 1;
+        Some([sorted[0], sorted[(n - 1) / 2], sorted[p99], sorted[n - 1]])
+    }
+
+    fn count(&self) -> usize {
+        self.samples.len() + self.missed
+    }
+}
+
+/// A pause between samples that varies (100-250 ms), so samples do not lock to any period
+/// of the dashboard; the output keeps being drained meanwhile.
+fn pause(dash: &mut Dashboard, i: usize) -> Result<(), String> {
+    dash.drain_for(Duration::from_millis(100 + (i as u64 * 53) % 150))
+}
+
+/// Progress writes that change flip's state, alternating: append the completing line
+/// (COMPLETE), truncate it away (SHOULD_BE_RUNNING).
+fn measure_flips(
+    dash: &mut Dashboard,
+    sandbox: &Sandbox,
+    count: usize,
+) -> Result<(Latencies, Latencies), String> {
+    let short_len = lines(FLIP_LINES).len() as u64;
+    let last_line = format!("{{\"item\":{FLIP_LINES}}}\n");
+    let mut complete = Latencies::default();
+    let mut undone = Latencies::default();
+    for i in 0..count {
+        pause(dash, i)?;
+        let completing = i % 2 == 0;
+        let started = Instant::now();
+        if completing {
+            let mut file = OpenOptions::new()
+                .append(true)
+                .open(&sandbox.flip_progress)
+                .map_err(|e| format!("open flip.progress: {e}"))?;
+            file.write_all(last_line.as_bytes())
+                .map_err(|e| format!("append to flip.progress: {e}"))?;
+        } else {
+            OpenOptions::new()
+                .write(true)
+                .open(&sandbox.flip_progress)
+                .and_then(|f| f.set_len(short_len))
+                .map_err(|e| format!("truncate flip.progress: {e}"))?;
+        }
+        let (state, into) = if completing {
+            ("COMPLETE", &mut complete)
+        } else {
+            ("SHOULD_BE_RUNNING", &mut undone)
+        };
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "flip", state))?;
+        into.record(started, seen);
+    }
+    Ok((complete, undone))
+}
+
+/// Holder kills: SIGKILL and reap held's `sleep` (timed until DEAD_LOCK_STALE shows), then a
+/// new `sleep` and an atomically replaced lock (timed until RUNNING shows again).
+fn measure_kills(
+    dash: &mut Dashboard,
+    sandbox: &mut Sandbox,
+    holders: &mut Holders,
+    count: usize,
+) -> Result<(Latencies, Latencies), String> {
+    let mut dead = Latencies::default();
+    let mut back = Latencies::default();
+    for i in 0..count {
+        pause(dash, i)?;
+        let started = Instant::now();
+        holders.kill(sandbox.held_pid)?;
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "held", "DEAD_LOCK_STALE"))?;
+        dead.record(started, seen);
+
+        pause(dash, i + 1)?;
+        let started = Instant::now();
+        let (pid, ticks) = holders.spawn()?;
+        sandbox.replace_held_lock(pid, ticks)?;
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "held", "RUNNING"))?;
+        back.record(started, seen);
+    }
+    Ok((dead, back))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+fn report(
+    idle: &Idle,
+    flips: &(Latencies, Latencies),
+    kills: &(Latencies, Latencies),
+    hwm_kib: u64,
+) {
+    let mut both = Latencies::default();
+    for part in [&flips.0, &flips.1] {
+        both.samples.extend(&part.samples);
+        both.missed += part.missed;
+    }
+    let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let p99_ok = |l: &Latencies| l.summary().is_some_and(|s| s[2] <= LATENCY_TARGET);
+    let p99_text = |l: &Latencies| {
+        l.summary()
+            .map_or("no samples".to_string(), |s| format!("p99 {}", ms(s[2])))
+    };
+
+    println!();
+    println!("{:<40} {:<14} {:<26} result", "measure", "target", "figure");
+    println!(
+        "{:<40} {:<14} {:<26} {}",
+        format!("idle CPU, {:.0} s, {QUIET_JOBS} quiet jobs", idle.secs),
+        format!("<= {IDLE_TARGET_PERCENT:.3} %"),
+        format!(
+            "{:.3} % ({} ticks @ {} Hz)",
+            idle.percent, idle.ticks, idle.tck
+        ),
+        verdict(idle.percent <= IDLE_TARGET_PERCENT)
+    );
+    println!(
+        "{:<40} {:<14} {:<26} {}",
+        format!("progress write -> new state ({})", both.count()),
+        format!("p99 <= {}", ms(LATENCY_TARGET)),
+        p99_text(&both),
+        verdict(p99_ok(&both))
+    );
+    println!(
+        "{:<40} {:<14} {:<26} {}",
+        format!("holder killed -> DEAD_LOCK_STALE ({})", kills.0.count()),
+        format!("p99 <= {}", ms(LATENCY_TARGET)),
+        p99_text(&kills.0),
+        verdict(p99_ok(&kills.0))
+    );
+
+    println!();
+    println!(
+        "{:<40} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "latency", "samples", "min", "median", "p99", "max", "missed"
+    );
+    for (name, l) in [
+        ("progress write, both directions", &both),
+        ("  append -> COMPLETE", &flips.0),
+        ("  truncate -> SHOULD_BE_RUNNING", &flips.1),
+        ("holder killed -> DEAD_LOCK_STALE", &kills.0),
+        ("new holder + lock -> RUNNING (info)", &kills.1),
+    ] {
+        match l.summary() {
+            Some([min, median, p99, max]) => println!(
+                "{name:<40} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}",
+                l.count(),
+                ms(min),
+                ms(median),
+                ms(p99),
+                ms(max),
+                l.missed
+            ),
+            None => println!("{name:<40} {:>7}", 0),
+        }
+    }
+
+    println!();
+    println!("idle window detail ({:.1} s):", idle.secs);
+    let on_cpu: u64 = idle
+        .threads_after
+        .iter()
+        .filter_map(|after| {
+            let before = idle.threads_before.iter().find(|b| b.tid == after.tid);
+            Some(after.on_cpu_ns? - before.map_or(Some(0), |b| b.on_cpu_ns)?)
+        })
+        .sum();
+    println!(
+        "  on-CPU time (schedstat, all threads): {:.2} ms = {:.4} % of one core",
+        on_cpu as f64 / 1e6,
+        on_cpu as f64 / 1e9 / idle.secs * 100.0
+    );
+    println!(
+        "  {:<7} {:<18} {:>10} {:>12} {:>12}",
+        "tid", "thread", "wake-ups", "preempted", "on-CPU"
+    );
+    for after in &idle.threads_after {
+        let before = idle
+            .threads_before
+            .iter()
+            .find(|b| b.tid == after.tid)
+            .cloned()
+            .unwrap_or_default();
+        let cpu = match (after.on_cpu_ns, before.on_cpu_ns) {
+            (Some(a), Some(b)) => format!("{:.3} ms", (a - b) as f64 / 1e6),
+            (Some(a), None) => format!("{:.3} ms", a as f64 / 1e6),
+            _ => "-".to_string(),
+        };
+        println!(
+            "  {:<7} {:<18} {:>10} {:>12} {:>12}",
+            after.tid,
+            after.name,
+            after.voluntary - before.voluntary,
+            after.involuntary - before.involuntary,
+            cpu
+        );
+    }
+    let bytes: usize = idle.bursts.iter().map(|b| b.1).sum();
+    let shown: Vec<String> = idle
+        .bursts
+        .iter()
+        .take(24)
+        .map(|(at, bytes)| format!("{at:.2}s:{bytes}B"))
+        .collect();
+    println!(
+        "  screen output: {} bursts, {bytes} bytes{}{}",
+        idle.bursts.len(),
+        if shown.is_empty() { "" } else { " — " },
+        shown.join(" ")
+    );
+    if idle.bursts.len() > shown.len() {
+        println!(
+            "  ({} more bursts not listed)",
+            idle.bursts.len() - shown.len()
+        );
+    }
+    println!(
+        "dashboard peak RSS (VmHWM): {:.1} MiB",
+        hwm_kib as f64 / 1024.0
+    );
+}
+
+fn ms(d: Duration) -> String {
+    if d == Duration::MAX {
+        "missed".to_string()
+    } else {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> Result<u64, String> {
+    match std::env::var(name) {
+        Ok(text) => text.parse().map_err(|e| format!("{name} '{text}': {e}")),
+        Err(_) => Ok(default),
+    }
+}

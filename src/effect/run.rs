@@ -1,0 +1,1 @@
+//! `mihari run JOB`: a job's command under its lock. (being written)
