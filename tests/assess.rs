@@ -50,6 +50,7 @@ fn holder(liveness: Liveness, started_secs_ago: f64) -> Reading<LockHolder> {
         pid: Some(4242),
         recorded_start: Some(98_765),
         cmdline: None,
+        run_id: None,
         modified: ago(started_secs_ago),
         liveness,
         why: match liveness {

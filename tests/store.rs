@@ -176,15 +176,43 @@ fn the_first_claimer_wins_and_the_others_record_duplicates() {
         .collect();
     assert_eq!(kinds, ["claimed", "duplicate"]);
 
-    first
-        .advance_claim(
-            "k1",
-            ClaimState::Failed,
-            Some(777),
-            Some("did not take the lock within 10 s"),
-            NewEvent::new(Kind::Failed).job("collect").key("k1"),
-        )
-        .unwrap();
+    // A claim that failed before spawning may be tried again, counted.
+    assert!(
+        first
+            .advance_claim(
+                "k1",
+                ClaimState::Claimed,
+                ClaimState::Failed,
+                None,
+                Some("the claimer died before spawning"),
+                NewEvent::new(Kind::Failed).job("collect").key("k1"),
+            )
+            .unwrap()
+    );
+    assert!(first.retry_claim("k1", "second attempt").unwrap());
+    assert_eq!(first.claim_of("k1").unwrap().unwrap().attempts, 2);
+    assert!(!first.retry_claim("k1", "not failed now").unwrap());
+    assert_eq!(first.open_claims().unwrap().len(), 1);
+
+    // One that spawned and then failed is never tried again: one key, one spawn at most.
+    let mut advance = |from: ClaimState, to: ClaimState, pid: Option<u32>| {
+        first
+            .advance_claim(
+                "k1",
+                from,
+                to,
+                pid,
+                Some("did not take the lock within 10 s"),
+                NewEvent::new(Kind::Failed).job("collect").key("k1"),
+            )
+            .unwrap()
+    };
+    assert!(advance(ClaimState::Claimed, ClaimState::Spawned, Some(777)));
+    assert!(advance(ClaimState::Spawned, ClaimState::Failed, None));
+    assert!(
+        !advance(ClaimState::Spawned, ClaimState::Failed, None),
+        "a claim is resolved once"
+    );
     let claim = first.claim_of("k1").unwrap().unwrap();
     assert_eq!(claim.state, ClaimState::Failed);
     assert_eq!(claim.pid, Some(777));
@@ -192,10 +220,7 @@ fn the_first_claimer_wins_and_the_others_record_duplicates() {
         claim.last_error.as_deref(),
         Some("did not take the lock within 10 s")
     );
-    assert!(first.retry_claim("k1", "second attempt").unwrap());
-    assert_eq!(first.claim_of("k1").unwrap().unwrap().attempts, 2);
-    assert!(!first.retry_claim("k1", "not failed now").unwrap());
-    assert_eq!(first.open_claims().unwrap().len(), 1);
+    assert!(!first.retry_claim("k1", "third attempt").unwrap());
 }
 
 #[test]

@@ -7,12 +7,18 @@ use std::path::PathBuf;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use mihari::config::{CheckSpec, JobSpec, Predicate, RestartSpec, Timeouts};
+use mihari::core::decision::{
+    ApprovalPlan, Cooldown, Decision, FileIdentity, HolderView, ReleasePlan, RestartPlan,
+};
+use mihari::core::{Bucket, PendingApproval, State};
 use mihari::core::{
     CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
     ManifestReading, Reading, TableReading,
 };
+use mihari::engine::Action;
 use mihari::engine::Snapshot;
-use mihari::tui::model::{Command, Model, Msg, Pane, update};
+use mihari::store::{Actor, Event};
+use mihari::tui::model::{Command, Focus, Model, Msg, Pane, update};
 use mihari::tui::theme::Theme;
 use mihari::tui::view::view;
 use ratatui::Terminal;
@@ -64,6 +70,7 @@ fn holder(pid: u32, liveness: Liveness, why: &str) -> Option<Reading<LockHolder>
         pid: Some(pid),
         recorded_start: Some(1000),
         cmdline: None,
+        run_id: None,
         modified: ago(3600),
         liveness,
         why: why.into(),
@@ -366,7 +373,7 @@ fn the_sections_are_in_fixed_order_on_screen() {
 #[test]
 fn it_stays_readable_down_to_60x20() {
     let screen = draw(&model_at(60, 20));
-    for word in ["RESTART", "DEAD_LOCK_STALE", "export", "q quit"] {
+    for word in ["RESTART", "DEAD_LOCK_STALE", "export", "q quit", "? help"] {
         assert!(screen.contains(word), "{word} missing at 60x20:\n{screen}");
     }
 }
@@ -498,19 +505,276 @@ fn q_and_ctrl_c_quit() {
     assert_eq!(update(&mut model, ctrl_c), Some(Command::Quit));
 }
 
+fn restart_plan() -> Decision {
+    Decision::Restart(RestartPlan {
+        job: "export".into(),
+        key: "5f0c2a9e8b7d6c5a4f3e2d1c0b9a8f7e".into(),
+        evidence: "lock held by dead pid 4243, start 1000, written 2026-11-29T08:00:00Z".into(),
+        state: State::DeadLockStale,
+        bucket: Bucket::Restart,
+        argv: vec!["python3".into(), "collect.py".into(), "--resume".into()],
+        cwd: "/data".into(),
+        route: None,
+        run_id: "export-20261129T080000".into(),
+        routes_used: vec![],
+        max_hops: 3,
+        holder: Some(HolderView {
+            pid: Some(4243),
+            liveness: Liveness::Dead,
+            why: "no such process".into(),
+        }),
+        policy: "blocked: server-side error not yet understood".into(),
+        cooldown: Cooldown::Closed {
+            workspace_hash: "a1b2c3d4e5f6".into(),
+            last_spawn: now() - Duration::seconds(100),
+            opens_at: now() + Duration::seconds(500),
+        },
+    })
+}
+
+fn release_plan() -> Decision {
+    Decision::Release(ReleasePlan {
+        job: "export".into(),
+        key: "9e8b7d6c5a4f3e2d1c0b9a8f7e5f0c2a".into(),
+        path: "/run/export.lock".into(),
+        identity: FileIdentity {
+            dev: 2049,
+            ino: 131_072,
+            mtime_ns: 1_764_403_200_000_000_000,
+            len: 5,
+            content: "ab".repeat(32),
+        },
+        holder: HolderView {
+            pid: Some(4243),
+            liveness: Liveness::Dead,
+            why: "no such process".into(),
+        },
+    })
+}
+
+fn approval_plan() -> Decision {
+    Decision::Approve(ApprovalPlan {
+        job: "publish".into(),
+        key: "c0ffee".into(),
+        step: "publish".into(),
+        summary: "publish 3 articles to the main feed".into(),
+        reason: None,
+    })
+}
+
 #[test]
-fn decision_keys_say_they_are_not_built_and_do_nothing() {
+fn decision_keys_propose_for_the_selected_job() {
     let mut model = model_at(80, 24);
-    for k in ["r", "x", "a", "e", "D"] {
+    let job = model.selected.clone().unwrap();
+    for (k, action) in [
+        ("r", Action::Restart),
+        ("x", Action::Release),
+        ("a", Action::Approve),
+    ] {
         let commands = press(&mut model, k);
-        assert!(commands.is_empty(), "{k} produced {commands:?}");
-        let status = model.status.clone().unwrap_or_default();
-        assert!(
-            status.contains("arrive") || status.contains("nothing was done"),
-            "{k}: {status}"
+        assert_eq!(
+            commands,
+            vec![Command::Propose {
+                action,
+                job: job.clone()
+            }]
         );
     }
-    assert!(draw(&model).contains("digest"));
+    update(
+        &mut model,
+        Msg::Proposed(Err("restart is offered on RESTART and DISPATCH rows".into())),
+    );
+    assert!(model.dialog.is_none());
+    assert!(draw(&model).contains("restart is offered on RESTART"));
+    press(&mut model, "D");
+    assert!(model.status.clone().unwrap().contains("digest"));
+}
+
+#[test]
+fn a_dialog_focuses_cancel_and_only_confirm_executes() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    let dialog = model.dialog.clone().unwrap();
+    assert_eq!(dialog.focus, Focus::Cancel);
+    // Enter on the focused Cancel declines.
+    assert_eq!(
+        update(&mut model, key(KeyCode::Enter)),
+        Some(Command::Decline(restart_plan()))
+    );
+    assert!(model.dialog.is_none());
+    // Esc declines too.
+    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    assert_eq!(
+        update(&mut model, key(KeyCode::Esc)),
+        Some(Command::Decline(restart_plan()))
+    );
+    // Other keys do nothing while the dialog is open: no selection moves, no quitting on j.
+    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    let selected = model.selected.clone();
+    assert_eq!(press(&mut model, "jkrxa"), vec![]);
+    assert_eq!(model.selected, selected);
+    assert!(model.dialog.is_some());
+    // Tab to Restart, Enter: the decision, as a value, to execute.
+    update(&mut model, key(KeyCode::Tab));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
+    assert_eq!(
+        update(&mut model, key(KeyCode::Enter)),
+        Some(Command::Execute(restart_plan()))
+    );
+    assert!(model.dialog.is_none());
+    update(
+        &mut model,
+        Msg::Outcome("'export' restarted: pid 5000 holds its lock".into()),
+    );
+    assert!(draw(&model).contains("pid 5000 holds its lock"));
+}
+
+#[test]
+fn an_approval_needs_the_job_id_typed() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(approval_plan())));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::TypedId);
+    // Straight to Approve without typing: refused, focus back on the id.
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
+    assert_eq!(update(&mut model, key(KeyCode::Enter)), None);
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::TypedId);
+    assert!(model.status.clone().unwrap().contains("type the job id"));
+    // A wrong id does not do either.
+    press(&mut model, "publis");
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(update(&mut model, key(KeyCode::Enter)), None);
+    // The right id, then Approve.
+    press(&mut model, "h");
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
+    assert_eq!(
+        update(&mut model, key(KeyCode::Enter)),
+        Some(Command::Execute(approval_plan()))
+    );
+    // Deny with a reason.
+    update(&mut model, Msg::Proposed(Ok(approval_plan())));
+    press(&mut model, "publish");
+    update(&mut model, key(KeyCode::Tab));
+    press(&mut model, "wrong feed");
+    update(&mut model, key(KeyCode::Tab));
+    update(&mut model, key(KeyCode::Tab));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Deny);
+    match update(&mut model, key(KeyCode::Enter)) {
+        Some(Command::Execute(Decision::Deny(plan))) => {
+            assert_eq!(plan.reason.as_deref(), Some("wrong feed"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_restart_dialog_80x24() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn the_restart_dialog_120x40() {
+    let mut model = model_at(120, 40);
+    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn the_release_dialog_80x24() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(release_plan())));
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn the_approval_dialog_80x24() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(approval_plan())));
+    press(&mut model, "pub");
+    insta::assert_snapshot!(draw(&model));
+}
+
+fn event(id: i64, kind: &str, job: &str, reason: &str) -> Event {
+    Event {
+        id,
+        at: now() - Duration::seconds(600 - id * 10),
+        kind: kind.into(),
+        job: Some(job.into()),
+        actor: Actor::Operator,
+        session: "4242.98765".into(),
+        run: Some("export-1".into()),
+        workspace_hash: Some("a1b2c3d4e5f6".into()),
+        route: None,
+        key: Some("5f0c2a9e".into()),
+        reason: Some(reason.into()),
+    }
+}
+
+#[test]
+fn the_events_view_loads_the_jobs_events_and_toggles_to_all() {
+    let mut model = model_at(80, 24);
+    let commands = press(&mut model, "e");
+    assert_eq!(
+        commands,
+        vec![Command::LoadEvents {
+            job: Some("export".into())
+        }]
+    );
+    update(
+        &mut model,
+        Msg::Events {
+            job: Some("export".into()),
+            rows: Ok(vec![
+                event(1, "confirmed", "export", "restart confirmed"),
+                event(2, "claimed", "export", "lock held by dead pid 4243"),
+                event(3, "spawned", "export", "pid 5000"),
+                event(4, "verified", "export", "pid 5000 holds the lock"),
+            ]),
+        },
+    );
+    let screen = draw(&model);
+    assert!(screen.contains("events: job export"), "{screen}");
+    assert!(screen.contains("verified"), "{screen}");
+    insta::assert_snapshot!(screen);
+    assert_eq!(
+        press(&mut model, "a"),
+        vec![Command::LoadEvents { job: None }]
+    );
+    update(&mut model, key(KeyCode::Esc));
+    assert!(model.events.is_none());
+}
+
+#[test]
+fn a_pending_approval_shows_on_its_row_and_in_the_header() {
+    let (jobs, mut evidence) = fleet();
+    evidence[7].pending_approvals = vec![PendingApproval {
+        key: "c0ffee".into(),
+        step: "publish".into(),
+        summary: "publish 3 articles".into(),
+        requested: now() - Duration::seconds(300),
+    }];
+    let mut model = Model::new(
+        jobs.clone(),
+        "/etc/mihari/jobs.yaml".into(),
+        Theme::plain(),
+        now(),
+    );
+    update(&mut model, Msg::Resize(120, 40));
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    let screen = draw(&model);
+    assert!(screen.contains("⚑ APPROVALS 1"), "{screen}");
+    assert!(
+        screen.contains("publish    ⚑")
+            || screen.contains("publish⚑")
+            || screen.contains("publish ⚑"),
+        "{screen}"
+    );
 }
 
 #[test]

@@ -55,11 +55,17 @@ pub(super) fn run(config: Option<&Path>, format: CheckFormat, out: &mut impl Wri
     }
 }
 
-/// The Nagios status of a snapshot: the worst bucket present decides.
+/// The Nagios status of a snapshot: the worst bucket present decides; a pending approval is
+/// at least a warning.
 pub fn status_code(snapshot: &Snapshot) -> u8 {
+    let approvals = snapshot
+        .list
+        .rows()
+        .any(|row| !row.pending_approvals.is_empty());
     match snapshot.list.worst() {
         Some(Bucket::Restart | Bucket::Red) => EXIT_CRITICAL,
         Some(Bucket::Stale | Bucket::Dispatch) => EXIT_WARNING,
+        None if approvals => EXIT_WARNING,
         None => EXIT_OK,
     }
 }
@@ -82,6 +88,10 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
     )?;
     if let Some(why) = &list.dispatch_held {
         writeln!(out, "dispatch held: {}", inert(why))?;
+    }
+    let approvals: usize = list.rows().map(|row| row.pending_approvals.len()).sum();
+    if approvals > 0 {
+        writeln!(out, "approvals pending: {approvals} (mihari approval list)")?;
     }
     for notice in &snapshot.notices {
         writeln!(out, "notice: {}", inert(notice))?;

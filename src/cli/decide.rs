@@ -1,13 +1,88 @@
-//! The human decisions from a shell: `restart`, `release`, `approval approve|deny`. (being written)
+//! The human decisions from a shell: `restart`, `release`, `approval approve|deny`.
+//!
+//! Each command proposes the same decision the dashboard's dialog would, prints what the
+//! dialog shows, asks on the terminal (or takes `--yes`), and hands the decision to the one
+//! executor. Nothing here performs an effect. Exit codes: 0 done, 1 not done (declined,
+//! refused, suppressed, duplicate), 2 tried and failed, 3 bad config or store.
 
-use std::io::Write;
+use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
+use chrono::Utc;
+
+use crate::config::Config;
+use crate::core::decision::{ApprovalPlan, Decision};
+use crate::core::text::inert;
+use crate::effect::{self, Outcome, OutcomeKind};
+use crate::engine::{Action, Engine};
+use crate::store::{Actor, ApprovalState, Store};
+
+pub const EXIT_DONE: u8 = 0;
+pub const EXIT_NOT_DONE: u8 = 1;
+pub const EXIT_FAILED: u8 = 2;
+pub const EXIT_BAD_INPUT: u8 = 3;
+
+/// How the operator confirms: typing `y`, or typing the job id (approvals).
+enum Ask {
+    YesNo,
+    TypeJobId,
+}
+
+/// `mihari restart JOB [--yes]`.
+pub fn restart(config: Option<&Path>, job: &str, yes: bool, out: &mut impl Write) -> ExitCode {
+    on_job(config, Action::Restart, job, yes, out)
+}
+
+/// `mihari release JOB [--yes]`.
+pub fn release(config: Option<&Path>, job: &str, yes: bool, out: &mut impl Write) -> ExitCode {
+    on_job(config, Action::Release, job, yes, out)
+}
+
+fn on_job(
+    config: Option<&Path>,
+    action: Action,
+    job: &str,
+    yes: bool,
+    out: &mut impl Write,
+) -> ExitCode {
+    let config = match super::load_config(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if !config.jobs.iter().any(|j| j.id == job) {
+        let _ = writeln!(
+            io::stderr(),
+            "mihari: no job '{}' in '{}'",
+            inert(job),
+            config.source.display()
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let mut engine = Engine::new(config.clone());
+    // Checks decide RED, and RED holds dispatch: judge with them, as the dashboard does.
+    engine.run_checks(None);
+    let now = Utc::now();
+    engine.refresh(None, now);
+    let decision = match engine.propose(action, job, now) {
+        Ok(decision) => decision,
+        Err(why) => {
+            let verb = match action {
+                Action::Restart => "restart",
+                Action::Release => "release",
+                Action::Approve => "approve",
+                Action::Deny => "deny",
+            };
+            let outcome = effect::refuse(job, verb, &why, &config, actor(yes));
+            return finish(outcome, out);
+        }
+    };
+    confirm_and_execute(&decision, &config, yes, Ask::YesNo, out)
+}
+
 /// `mihari approval approve KEY [--yes]`.
 pub fn approve(config: Option<&Path>, key: &str, yes: bool, out: &mut impl Write) -> ExitCode {
-    let _ = (config, key, yes, out);
-    ExitCode::from(3)
+    on_approval(config, key, None, yes, out)
 }
 
 /// `mihari approval deny KEY --reason R [--yes]`.
@@ -18,6 +93,127 @@ pub fn deny(
     yes: bool,
     out: &mut impl Write,
 ) -> ExitCode {
-    let _ = (config, key, reason, yes, out);
-    ExitCode::from(3)
+    on_approval(config, key, Some(reason), yes, out)
+}
+
+fn on_approval(
+    config: Option<&Path>,
+    key: &str,
+    deny_reason: Option<&str>,
+    yes: bool,
+    out: &mut impl Write,
+) -> ExitCode {
+    let config = match super::load_config(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let store = match Store::open(&config.settings.state_dir, actor(yes)) {
+        Ok(store) => store,
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "mihari: {error}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let request = match store.approval(key) {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            let _ = writeln!(
+                io::stderr(),
+                "mihari: no approval request with key '{}' (see mihari approval list)",
+                inert(key)
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "mihari: {error}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    drop(store);
+    let plan = ApprovalPlan {
+        job: request.job.clone(),
+        key: request.key.clone(),
+        step: inert(&request.step),
+        summary: inert(&request.summary),
+        reason: deny_reason.map(inert),
+    };
+    if request.state != ApprovalState::Pending {
+        let verb = if deny_reason.is_some() {
+            "deny"
+        } else {
+            "approve"
+        };
+        let why = format!("the request is already {}", request.state.as_str());
+        return finish(
+            effect::refuse(&request.job, verb, &why, &config, actor(yes)),
+            out,
+        );
+    }
+    let decision = match deny_reason {
+        Some(_) => Decision::Deny(plan),
+        None => Decision::Approve(plan),
+    };
+    confirm_and_execute(&decision, &config, yes, Ask::TypeJobId, out)
+}
+
+/// Who decides: `--yes` is a headless command (cli); answering a prompt is the operator.
+fn actor(yes: bool) -> Actor {
+    if yes { Actor::Cli } else { Actor::Operator }
+}
+
+/// Prints what the decision will do, asks (unless `yes`), then executes or records the
+/// decline.
+fn confirm_and_execute(
+    decision: &Decision,
+    config: &Config,
+    yes: bool,
+    ask: Ask,
+    out: &mut impl Write,
+) -> ExitCode {
+    let _ = writeln!(out, "{} '{}':", decision.verb(), decision.job());
+    for (label, value) in decision.describe(Utc::now()) {
+        let _ = writeln!(out, "  {label:<9} {}", inert(&value));
+    }
+    let _ = out.flush();
+    if !yes {
+        let stdin = io::stdin();
+        if !stdin.is_terminal() {
+            let _ = writeln!(
+                io::stderr(),
+                "mihari: no terminal to ask on: pass --yes to {} without asking",
+                decision.verb()
+            );
+            return finish(effect::decline(decision, config, Actor::Operator), out);
+        }
+        let prompt = match ask {
+            Ask::YesNo => format!("{} '{}'? [y/N] ", decision.verb(), decision.job()),
+            Ask::TypeJobId => format!(
+                "type the job id '{}' to {}, anything else cancels: ",
+                decision.job(),
+                decision.verb()
+            ),
+        };
+        let _ = write!(out, "{prompt}");
+        let _ = out.flush();
+        let mut answer = String::new();
+        let _ = stdin.lock().read_line(&mut answer);
+        let answer = answer.trim();
+        let confirmed = match ask {
+            Ask::YesNo => matches!(answer, "y" | "Y" | "yes"),
+            Ask::TypeJobId => answer == decision.job(),
+        };
+        if !confirmed {
+            return finish(effect::decline(decision, config, Actor::Operator), out);
+        }
+    }
+    finish(effect::execute(decision, config, actor(yes)), out)
+}
+
+fn finish(outcome: Outcome, out: &mut impl Write) -> ExitCode {
+    let _ = writeln!(out, "{}", inert(&outcome.message));
+    ExitCode::from(match outcome.result {
+        kind if kind.succeeded() => EXIT_DONE,
+        OutcomeKind::Failed => EXIT_FAILED,
+        _ => EXIT_NOT_DONE,
+    })
 }

@@ -54,6 +54,23 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Restart a job (RESTART and DISPATCH rows): shows what will run, asks, then spawns
+    /// `mihari run JOB` detached and verifies it takes the lock. Exit 0 done, 1 not done
+    /// (declined, refused, suppressed, duplicate), 2 failed, 3 bad config.
+    Restart {
+        job: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Remove the lock of a job whose holder is dead (DEAD_LOCK_STALE), re-checking it right
+    /// before removing. Exit codes as for restart.
+    Release {
+        job: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
     /// job is already running.
@@ -92,6 +109,12 @@ pub fn run(cli: Cli) -> ExitCode {
             crate::demo::run(dir.as_deref(), dashboard, &mut out)
         }
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
+        Some(Command::Restart { job, yes }) => {
+            decide::restart(cli.config.as_deref(), &job, yes, &mut out)
+        }
+        Some(Command::Release { job, yes }) => {
+            decide::release(cli.config.as_deref(), &job, yes, &mut out)
+        }
         Some(Command::Run(args)) => jobside::run(cli.config.as_deref(), args),
         Some(Command::Heartbeat(args)) => jobside::heartbeat(cli.config.as_deref(), args),
         Some(Command::Approval(command)) => {

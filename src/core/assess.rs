@@ -8,7 +8,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::evidence::{CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, Reading};
+use super::evidence::{
+    CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, PendingApproval, Reading,
+};
 use crate::config::{JobSpec, Predicate};
 
 /// The state of a job, in the order SPEC §4 decides it.
@@ -92,6 +94,8 @@ pub enum ProgressSource {
     ProgressFile,
     ProgressTable,
     Manifest,
+    /// The job's own `mihari heartbeat`.
+    Heartbeat,
     /// No source has a reading yet: the age counts from when the holder started.
     HolderStart,
 }
@@ -103,6 +107,7 @@ impl ProgressSource {
             ProgressSource::ProgressFile => "progress_file",
             ProgressSource::ProgressTable => "progress_table",
             ProgressSource::Manifest => "manifest",
+            ProgressSource::Heartbeat => "heartbeat",
             ProgressSource::HolderStart => "holder_start",
         }
     }
@@ -130,6 +135,8 @@ pub struct Assessment {
     pub started_before: bool,
     /// For a DISPATCH row while something is RED: why it is held. Set by [`super::order`].
     pub held: Option<String>,
+    /// Approvals the job waits for; they show whatever the bucket.
+    pub pending_approvals: Vec<PendingApproval>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -176,6 +183,13 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     // Done faults come from the same countable sources, so this names each fault once.
     for (source, error) in &progress.faults {
         reasons.push(format!("{source}: fault: {error}"));
+    }
+
+    for approval in &evidence.pending_approvals {
+        reasons.push(format!(
+            "approval pending: step '{}': {} (mihari approval approve {})",
+            approval.step, approval.summary, approval.key
+        ));
     }
 
     let mut check_trouble = false;
@@ -229,6 +243,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         checks: evidence.checks.clone(),
         started_before,
         held: None,
+        pending_approvals: evidence.pending_approvals.clone(),
     }
 }
 
@@ -476,6 +491,14 @@ impl Done {
             }
             None => {}
         }
+        // A heartbeat's done counts too, but only beside a declared count: it is what the
+        // job says of itself, while not_complete is judged on declared sources.
+        if let Some(Reading::Found(beat)) = &evidence.heartbeat
+            && let Some(done) = beat.done
+            && known.is_some()
+        {
+            known = known.map(|k| k.max(done));
+        }
         match (fault, known) {
             (Some(error), _) => Done::Fault(error),
             (None, Some(count)) => Done::Known(count),
@@ -503,6 +526,7 @@ fn has_started_before(evidence: &Evidence) -> bool {
         || present(&evidence.progress_file)
         || present(&evidence.progress_table)
         || present(&evidence.lock)
+        || present(&evidence.heartbeat)
 }
 
 /// Seconds from `then` to `now`, never negative (a file stamped in the future is fresh).

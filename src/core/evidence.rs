@@ -71,6 +71,30 @@ pub struct ManifestReading {
     pub completed_phases: Vec<String>,
 }
 
+/// The last heartbeat a job sent (`mihari heartbeat`): a progress source it reports itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeartbeatReading {
+    pub at: DateTime<Utc>,
+    pub done: Option<u64>,
+    pub total: Option<u64>,
+    /// Already inert.
+    pub position: Option<String>,
+    /// Already inert.
+    pub note: Option<String>,
+}
+
+/// An approval a job is waiting for: shown on its row and counted in the header, whatever
+/// the job's bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingApproval {
+    pub key: String,
+    /// Already inert.
+    pub step: String,
+    /// Already inert.
+    pub summary: String,
+    pub requested: DateTime<Utc>,
+}
+
 /// Whether the process that holds a lock is alive. Three values, never two: `Unknown` is
 /// never rounded to `Dead`, because that restarts a healthy job a second time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,6 +124,8 @@ pub struct LockHolder {
     pub recorded_start: Option<u64>,
     /// The command line recorded in a JSON lock, if any.
     pub cmdline: Option<String>,
+    /// The run recorded in a JSON lock, if any: a restart continues the same run.
+    pub run_id: Option<String>,
     /// When the lock file was last written.
     pub modified: DateTime<Utc>,
     pub liveness: Liveness,
@@ -158,7 +184,11 @@ pub struct Evidence {
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
     pub manifest: Option<Reading<ManifestReading>>,
+    /// `None` until the job has sent a heartbeat (heartbeats are not declared in the file).
+    pub heartbeat: Option<Reading<HeartbeatReading>>,
     pub checks: Vec<CheckOutcome>,
+    /// Approval requests of this job still waiting for a human.
+    pub pending_approvals: Vec<PendingApproval>,
     /// Whether the event log records a start of this job (filled once the state store exists).
     pub started_before: bool,
 }

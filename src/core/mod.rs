@@ -5,13 +5,14 @@
 //! what makes every verdict reproducible in a table-driven test.
 
 pub mod assess;
+pub mod decision;
 pub mod evidence;
 pub mod order;
 pub mod text;
 
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::{
-    CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
-    ManifestReading, Reading, TableReading,
+    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, LineCount, Liveness,
+    LockHolder, ManifestReading, PendingApproval, Reading, TableReading,
 };
 pub use order::{ActionList, order};

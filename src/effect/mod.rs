@@ -1,5 +1,405 @@
-//! Effects: every side effect on jobs, each in one obvious file.
+//! Effects: the one executor of decisions, and every side effect on jobs in its own file.
 //!
-//! `run` is the job-side wrapper (`mihari run`). (the executor is being written)
+//! A dialog or a command only proposes a [`Decision`]; [`execute`] carries it out, and is the
+//! only place that does. Every decision is written to the event log before its effect starts
+//! — confirmed, declined, refused or suppressed — and the effect itself is guarded: a restart
+//! by its content-derived claim key and the workspace cooldown, a release by re-checking the
+//! file's identity right before removing it. `run` is the job-side wrapper (`mihari run`);
+//! `spawn` starts and verifies a restart; `release` removes a dead holder's lock; `recover`
+//! resolves claims whose claimer died mid-way.
 
+pub mod recover;
+pub mod release;
 pub mod run;
+pub mod spawn;
+
+use std::path::{Path, PathBuf};
+
+use chrono::Utc;
+
+use crate::config::Config;
+use crate::core::decision::{ApprovalPlan, Cooldown, Decision, RestartPlan, cooldown};
+use crate::store::{Actor, ClaimOutcome, ClaimState, Kind, NewEvent, Store};
+
+/// What became of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// The restart's new process holds the lock.
+    Verified,
+    Released,
+    Approved,
+    Denied,
+    /// The operator said no.
+    Declined,
+    /// A rule forbade it (holder alive or unknown, the file changed, no route left...).
+    Refused,
+    /// The workspace cooldown held it back.
+    Suppressed,
+    /// Someone else had already claimed it.
+    Duplicate,
+    /// It was tried and did not work (spawn error, lock not taken within the grace period).
+    Failed,
+}
+
+impl OutcomeKind {
+    /// Whether the decision's effect happened as intended.
+    pub fn succeeded(self) -> bool {
+        matches!(
+            self,
+            OutcomeKind::Verified
+                | OutcomeKind::Released
+                | OutcomeKind::Approved
+                | OutcomeKind::Denied
+        )
+    }
+}
+
+/// A decision's result with its explanation in plain words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub result: OutcomeKind,
+    pub message: String,
+}
+
+impl Outcome {
+    fn new(result: OutcomeKind, message: impl Into<String>) -> Outcome {
+        Outcome {
+            result,
+            message: message.into(),
+        }
+    }
+}
+
+/// How long a restarted job has to take its lock before the restart counts as failed.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The mihari binary the restart spawns as `mihari run`: this one, unless overridden.
+pub fn mihari_binary() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mihari"))
+}
+
+/// Carries out a confirmed decision as `actor`, recording everything in the store.
+pub fn execute(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
+    let mut store = match Store::open(&config.settings.state_dir, actor) {
+        Ok(store) => store,
+        Err(error) => {
+            return Outcome::new(
+                OutcomeKind::Failed,
+                format!("nothing was done: {error} (every decision is recorded first)"),
+            );
+        }
+    };
+    match decision {
+        Decision::Restart(plan) => restart(plan, config, &mut store),
+        Decision::Release(plan) => {
+            if let Err(error) = confirm(&mut store, decision) {
+                return error;
+            }
+            release::release(plan, &mut store)
+        }
+        Decision::Approve(plan) => decide(plan, true, &mut store),
+        Decision::Deny(plan) => decide(plan, false, &mut store),
+    }
+}
+
+/// Records that the operator declined a proposed decision.
+pub fn decline(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
+    let message = format!(
+        "{} of '{}' declined: nothing was done",
+        decision.verb(),
+        decision.job()
+    );
+    let recorded = Store::open(&config.settings.state_dir, actor).and_then(|mut store| {
+        store.append(
+            NewEvent::new(Kind::Declined)
+                .job(decision.job())
+                .key(decision.key())
+                .reason(format!("{} declined", decision.verb())),
+        )
+    });
+    match recorded {
+        Ok(_) => Outcome::new(OutcomeKind::Declined, message),
+        Err(error) => Outcome::new(
+            OutcomeKind::Declined,
+            format!("{message} (not recorded: {error})"),
+        ),
+    }
+}
+
+/// Records that a decision was refused before it could be proposed, with why.
+pub fn refuse(job: &str, verb: &str, why: &str, config: &Config, actor: Actor) -> Outcome {
+    let recorded = Store::open(&config.settings.state_dir, actor).and_then(|mut store| {
+        store.append(
+            NewEvent::new(Kind::Refused)
+                .job(job)
+                .reason(format!("{verb} refused: {why}")),
+        )
+    });
+    let message = format!("{verb} of '{job}' refused: {why}");
+    match recorded {
+        Ok(_) => Outcome::new(OutcomeKind::Refused, message),
+        Err(error) => Outcome::new(
+            OutcomeKind::Refused,
+            format!("{message} (not recorded: {error})"),
+        ),
+    }
+}
+
+/// Writes `confirmed` before the effect starts; an error here stops the effect.
+fn confirm(store: &mut Store, decision: &Decision) -> std::result::Result<(), Outcome> {
+    store
+        .append(
+            NewEvent::new(Kind::Confirmed)
+                .job(decision.job())
+                .key(decision.key())
+                .reason(format!("{} confirmed", decision.verb())),
+        )
+        .map(|_| ())
+        .map_err(|error| {
+            Outcome::new(
+                OutcomeKind::Failed,
+                format!("nothing was done: the decision could not be recorded: {error}"),
+            )
+        })
+}
+
+fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
+    // Claims left open by a claimer that died are resolved first, so they cannot block or
+    // double this one.
+    recover::recover(store, config);
+    if let Err(error) = confirm(store, &Decision::Restart(plan.clone())) {
+        return error;
+    }
+    let workspace_hash = plan.cooldown.workspace_hash().map(str::to_string);
+    let last_spawn = match &workspace_hash {
+        Some(hash) => store.last_spawn_in_workspace(hash).ok().flatten(),
+        None => None,
+    };
+    let now = Utc::now();
+    if let Cooldown::Closed {
+        last_spawn,
+        opens_at,
+        ..
+    } = cooldown(
+        workspace_hash.clone(),
+        last_spawn,
+        config.settings.workspace_cooldown_sec,
+        now,
+    ) {
+        let why = format!(
+            "workspace cooldown: the last spawn there was {} s ago; it opens in {} s",
+            (now - last_spawn).num_seconds(),
+            (opens_at - now).num_seconds().max(1)
+        );
+        let _ = store.append(
+            NewEvent::new(Kind::CooldownSuppressed)
+                .job(&plan.job)
+                .key(&plan.key)
+                .workspace_hash(workspace_hash)
+                .run(Some(&plan.run_id))
+                .reason(why.clone()),
+        );
+        return Outcome::new(
+            OutcomeKind::Suppressed,
+            format!("restart of '{}' suppressed: {why}", plan.job),
+        );
+    }
+
+    match store.claim(&plan.key, &plan.job, "restart", &plan.evidence) {
+        Ok(ClaimOutcome::Won) => {}
+        Ok(ClaimOutcome::Duplicate(existing))
+            if existing.state == ClaimState::Failed
+                && existing.pid.is_none()
+                && store
+                    .retry_claim(&plan.key, "a new attempt after a claim that never spawned")
+                    .unwrap_or(false) => {}
+        Ok(ClaimOutcome::Duplicate(existing)) => {
+            let error = existing
+                .last_error
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default();
+            return Outcome::new(
+                OutcomeKind::Duplicate,
+                format!(
+                    "restart of '{}' already claimed by session {} ({}, attempt {}){error}: \
+                     nothing was done",
+                    plan.job,
+                    existing.session,
+                    existing.state.as_str(),
+                    existing.attempts
+                ),
+            );
+        }
+        Err(error) => {
+            return Outcome::new(OutcomeKind::Failed, format!("nothing was done: {error}"));
+        }
+    }
+    fault_pause("MIHARI_FAULT_PAUSE_AFTER_CLAIM_MS");
+
+    if let Some(route) = &plan.route
+        && let Err(error) = store.record_route(&plan.run_id, &plan.job, route)
+    {
+        fail(
+            store,
+            plan,
+            None,
+            &format!("could not record the route: {error}"),
+        );
+        return Outcome::new(OutcomeKind::Failed, format!("nothing was spawned: {error}"));
+    }
+    let Some(job) = config.jobs.iter().find(|j| j.id == plan.job) else {
+        let why = "the job is no longer in the jobs file";
+        fail(store, plan, None, why);
+        return Outcome::new(OutcomeKind::Failed, why);
+    };
+    let child = match spawn::spawn_run(&mihari_binary(), config, job, plan) {
+        Ok(child) => child,
+        Err(error) => {
+            fail(store, plan, None, &error);
+            return Outcome::new(
+                OutcomeKind::Failed,
+                format!("restart of '{}' failed: {error}", plan.job),
+            );
+        }
+    };
+    let pid = child.id();
+    let spawned = store.advance_claim(
+        &plan.key,
+        ClaimState::Claimed,
+        ClaimState::Spawned,
+        Some(pid),
+        None,
+        NewEvent::new(Kind::Spawned)
+            .job(&plan.job)
+            .key(&plan.key)
+            .run(Some(&plan.run_id))
+            .route(plan.route.as_deref())
+            .workspace_hash(workspace_hash)
+            .reason(format!("pid {pid}")),
+    );
+    if let Err(error) = spawned {
+        // The process runs; the record of it failed. Say so loudly rather than guess.
+        return Outcome::new(
+            OutcomeKind::Failed,
+            format!("spawned pid {pid} but could not record it: {error}"),
+        );
+    }
+    fault_pause("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS");
+    let lock = job.lock.clone();
+    match spawn::verify(child, lock.as_deref(), GRACE) {
+        Ok(()) => {
+            let _ = store.advance_claim(
+                &plan.key,
+                ClaimState::Spawned,
+                ClaimState::Verified,
+                None,
+                None,
+                NewEvent::new(Kind::Verified)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .run(Some(&plan.run_id))
+                    .reason(format!("pid {pid} holds the lock")),
+            );
+            Outcome::new(
+                OutcomeKind::Verified,
+                format!("'{}' restarted: pid {pid} holds its lock", plan.job),
+            )
+        }
+        Err(error) => {
+            let _ = store.advance_claim(
+                &plan.key,
+                ClaimState::Spawned,
+                ClaimState::Failed,
+                None,
+                Some(&error),
+                NewEvent::new(Kind::Failed)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .run(Some(&plan.run_id))
+                    .reason(error.clone()),
+            );
+            let attempts = store
+                .claim_of(&plan.key)
+                .ok()
+                .flatten()
+                .map_or(1, |c| c.attempts);
+            Outcome::new(
+                OutcomeKind::Failed,
+                format!(
+                    "restart of '{}' failed (attempt {attempts}): {error}",
+                    plan.job
+                ),
+            )
+        }
+    }
+}
+
+/// Marks a claim failed before anything was spawned.
+fn fail(store: &mut Store, plan: &RestartPlan, pid: Option<u32>, why: &str) {
+    let _ = store.advance_claim(
+        &plan.key,
+        ClaimState::Claimed,
+        ClaimState::Failed,
+        pid,
+        Some(why),
+        NewEvent::new(Kind::Failed)
+            .job(&plan.job)
+            .key(&plan.key)
+            .run(Some(&plan.run_id))
+            .reason(why.to_string()),
+    );
+}
+
+fn decide(plan: &ApprovalPlan, approve: bool, store: &mut Store) -> Outcome {
+    let verb = if approve { "approve" } else { "deny" };
+    match store.decide_approval(&plan.key, approve, plan.reason.as_deref()) {
+        Ok(Ok(decided)) => Outcome::new(
+            if approve {
+                OutcomeKind::Approved
+            } else {
+                OutcomeKind::Denied
+            },
+            format!(
+                "step '{}' of '{}' {}",
+                decided.step,
+                decided.job,
+                decided.state.as_str()
+            ),
+        ),
+        Ok(Err(current)) => {
+            let _ = store.append(
+                NewEvent::new(Kind::Refused)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .reason(format!(
+                        "{verb} refused: already {}",
+                        current.state.as_str()
+                    )),
+            );
+            Outcome::new(
+                OutcomeKind::Refused,
+                format!(
+                    "{verb} refused: the request is already {}",
+                    current.state.as_str()
+                ),
+            )
+        }
+        Err(error) => Outcome::new(OutcomeKind::Failed, format!("nothing was decided: {error}")),
+    }
+}
+
+/// Fault injection for the crash tests: sleeps this many milliseconds when the variable is
+/// set, widening the window a `kill -9` has to land in. Unset in normal use.
+fn fault_pause(variable: &str) {
+    if let Some(ms) = std::env::var(variable)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// The folder commands of `config` run in by default: the jobs file's folder.
+pub fn config_folder(config: &Config) -> &Path {
+    config.source.parent().unwrap_or(Path::new("/"))
+}

@@ -17,10 +17,16 @@ use std::thread;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{CheckSpec, Config, JobSpec};
+use crate::core::decision::{
+    ApprovalPlan, Decision, HolderView, ReleasePlan, RestartPlan, claim_key, cooldown, next_route,
+    policy_words, release_refusal, restart_refusal,
+};
 use crate::core::{
-    ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, assess, order,
+    ActionList, Assessment, CheckOutcome, Evidence, HeartbeatReading, Liveness, PendingApproval,
+    Reading, State, assess, order,
 };
 use crate::probe::{Prober, checks};
+use crate::store::{Actor, Store};
 
 /// One pass over every job: what was seen and what it means.
 #[derive(Debug, Clone)]
@@ -101,15 +107,37 @@ pub struct Engine {
     notices: Vec<String>,
     /// Checks handed out by [`Engine::take_due_checks`] whose results have not come back.
     checks_out: HashSet<(String, String)>,
+    /// The state store, read for heartbeats, approvals and past starts; `None` when it cannot
+    /// be opened (a notice says why).
+    store: Option<Store>,
+}
+
+/// What the operator asks for on a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Restart,
+    Release,
+    Approve,
+    Deny,
 }
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        let notices = vec![format!(
+        let mut notices = vec![format!(
             "no watcher yet: no machine watcher has run for state_dir '{}', so nothing \
              watches these jobs while no one looks",
             config.settings.state_dir.display()
         )];
+        let store = match Store::open(&config.settings.state_dir, Actor::Cli) {
+            Ok(store) => Some(store),
+            Err(error) => {
+                notices.push(format!(
+                    "state store unavailable ({error}): heartbeats, approvals and past \
+                     starts are not shown"
+                ));
+                None
+            }
+        };
         Engine {
             config,
             prober: Prober::new(),
@@ -117,6 +145,7 @@ impl Engine {
             evidence: Vec::new(),
             notices,
             checks_out: HashSet::new(),
+            store,
         }
     }
 
@@ -207,10 +236,168 @@ impl Engine {
         }
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
+                let store_part = store_evidence(self.store.as_ref(), &job.id);
                 *seen = self.prober.gather(job);
+                (seen.heartbeat, seen.pending_approvals, seen.started_before) = store_part;
             }
         }
         self.reassess(now)
+    }
+
+    /// Reads again only what the state store says of every job (heartbeats, approvals, past
+    /// starts): what changes when another process writes the store.
+    pub fn refresh_store(&mut self, now: DateTime<Utc>) -> Snapshot {
+        if self.evidence.len() != self.config.jobs.len() {
+            return self.refresh(None, now);
+        }
+        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+            (seen.heartbeat, seen.pending_approvals, seen.started_before) =
+                store_evidence(self.store.as_ref(), &job.id);
+        }
+        self.reassess(now)
+    }
+
+    /// The event log as the events view shows it; an error in words when it cannot be read.
+    pub fn events(
+        &self,
+        filter: &crate::store::EventFilter,
+    ) -> Result<Vec<crate::store::Event>, String> {
+        match &self.store {
+            Some(store) => store.events(filter).map_err(|e| e.to_string()),
+            None => Err("the state store is unavailable".to_string()),
+        }
+    }
+
+    /// The state store's files: a write to them (a heartbeat, an approval, a decision) is
+    /// news for every job.
+    pub fn store_paths(&self) -> Vec<PathBuf> {
+        let db = self.config.settings.state_dir.join(crate::store::DB_FILE);
+        let mut wal = db.clone().into_os_string();
+        wal.push("-wal");
+        vec![db, PathBuf::from(wal)]
+    }
+
+    /// Proposes `action` on job `id` as seen at `now`: the decision with everything its
+    /// confirmation shows, or why it may not be proposed.
+    pub fn propose(
+        &self,
+        action: Action,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, String> {
+        let snapshot = self.reassess(now);
+        let (Some(job), Some(row), Some(seen)) = (
+            self.config.jobs.iter().find(|j| j.id == id),
+            snapshot.assessment_of(id),
+            snapshot.evidence_of(id),
+        ) else {
+            return Err(format!("no job '{id}' in the jobs file"));
+        };
+        match action {
+            Action::Restart => self
+                .propose_restart(job, row, seen, now)
+                .map(Decision::Restart),
+            Action::Release => propose_release(job, row, seen).map(Decision::Release),
+            Action::Approve | Action::Deny => {
+                let Some(pending) = seen.pending_approvals.first() else {
+                    return Err(format!("no approval is pending for '{id}'"));
+                };
+                let plan = ApprovalPlan {
+                    job: id.to_string(),
+                    key: pending.key.clone(),
+                    step: pending.step.clone(),
+                    summary: pending.summary.clone(),
+                    reason: None,
+                };
+                Ok(if action == Action::Approve {
+                    Decision::Approve(plan)
+                } else {
+                    Decision::Deny(plan)
+                })
+            }
+        }
+    }
+
+    fn propose_restart(
+        &self,
+        job: &JobSpec,
+        row: &Assessment,
+        seen: &Evidence,
+        now: DateTime<Utc>,
+    ) -> Result<RestartPlan, String> {
+        if let Some(why) = restart_refusal(row) {
+            return Err(why);
+        }
+        if job.lock.is_none() {
+            return Err(format!(
+                "'{}' declares no lock: mihari runs a job exactly once only under its lock; \
+                 declare 'lock' in the jobs file",
+                job.id
+            ));
+        }
+        let Some(restart) = &job.restart else {
+            return Err(format!(
+                "'{}' declares no restart.command: restart it by hand",
+                job.id
+            ));
+        };
+        let holder = match &seen.lock {
+            Some(Reading::Found(holder)) => Some(holder),
+            _ => None,
+        };
+        let evidence = restart_evidence(row, seen);
+        let run_id = holder
+            .and_then(|h| h.run_id.clone())
+            .unwrap_or_else(|| format!("{}-{}", job.id, now.format("%Y%m%dT%H%M%S")));
+        let store = self.store.as_ref();
+        let used = store
+            .and_then(|s| s.run_routes(&run_id).ok().flatten())
+            .map(|r| r.routes)
+            .unwrap_or_default();
+        let route = next_route(&restart.routes, &used, self.config.settings.max_hops)?;
+        let argv = match (route, &restart.command) {
+            (Some(route), _) => route.command.clone(),
+            (None, Some(command)) => command.clone(),
+            (None, None) => {
+                return Err(format!(
+                    "'{}' declares no restart.command: restart it by hand",
+                    job.id
+                ));
+            }
+        };
+        let workspace_hash = job.workspace_key().map(crate::store::workspace_hash);
+        let last_spawn = match (&workspace_hash, store) {
+            (Some(hash), Some(store)) => store.last_spawn_in_workspace(hash).ok().flatten(),
+            _ => None,
+        };
+        Ok(RestartPlan {
+            job: job.id.clone(),
+            key: claim_key(&job.id, "restart", &evidence),
+            evidence,
+            state: row.state,
+            bucket: row.bucket.unwrap_or(crate::core::Bucket::Restart),
+            argv,
+            cwd: restart
+                .cwd
+                .clone()
+                .unwrap_or_else(|| crate::effect::config_folder(&self.config).to_path_buf()),
+            route: route.map(|r| r.name.clone()),
+            run_id,
+            routes_used: used,
+            max_hops: self.config.settings.max_hops,
+            holder: holder.map(|h| HolderView {
+                pid: h.pid,
+                liveness: h.liveness,
+                why: h.why.clone(),
+            }),
+            policy: policy_words(job),
+            cooldown: cooldown(
+                workspace_hash,
+                last_spawn,
+                self.config.settings.workspace_cooldown_sec,
+                now,
+            ),
+        })
     }
 
     /// Judges the last evidence again at `now`, reading nothing: what time alone changes.
@@ -334,6 +521,129 @@ impl Engine {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"))
     }
+}
+
+/// What the state store says of one job: its last heartbeat, its pending approvals, and
+/// whether the event log records a start. Read failures leave them empty (the store's own
+/// notice says it is unavailable).
+fn store_evidence(
+    store: Option<&Store>,
+    job: &str,
+) -> (
+    Option<Reading<HeartbeatReading>>,
+    Vec<PendingApproval>,
+    bool,
+) {
+    let Some(store) = store else {
+        return (None, Vec::new(), false);
+    };
+    let heartbeat = match store.last_heartbeat(job) {
+        Ok(Some(beat)) => Some(Reading::Found(HeartbeatReading {
+            at: beat.at,
+            done: beat.done,
+            total: beat.total,
+            position: beat.position.as_deref().map(crate::core::text::inert),
+            note: beat.note.as_deref().map(crate::core::text::inert),
+        })),
+        Ok(None) => None,
+        Err(error) => Some(Reading::Fault(crate::core::text::inert(&error.to_string()))),
+    };
+    let pending = store
+        .approvals(true)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.job == job)
+        .map(|a| PendingApproval {
+            key: a.key,
+            step: crate::core::text::inert(&a.step),
+            summary: crate::core::text::inert(&a.summary),
+            requested: a.requested,
+        })
+        .collect();
+    let started = store.started_before(job).unwrap_or(false);
+    (heartbeat, pending, started)
+}
+
+/// The evidence that calls for a restart, in words that two observers of the same situation
+/// write identically: for a dead lock, its holder and its file; otherwise what the job last
+/// left behind. It becomes the claim key, so it holds no clock reading of the observer.
+fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
+    if let Some(Reading::Found(holder)) = &seen.lock {
+        return format!(
+            "lock held by dead pid {}, start {}, written {}",
+            holder.pid.map_or("?".to_string(), |p| p.to_string()),
+            holder
+                .recorded_start
+                .map_or("?".to_string(), |t| t.to_string()),
+            holder.modified.format("%Y-%m-%dT%H:%M:%S%.9fZ")
+        );
+    }
+    let stamp = |at: Option<DateTime<Utc>>| {
+        at.map_or("-".to_string(), |t| {
+            t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
+        })
+    };
+    format!(
+        "{} with {} done; log {}; progress {}; table {}; manifest {}",
+        row.state.as_str(),
+        row.done.map_or("?".to_string(), |d| d.to_string()),
+        stamp(
+            seen.log
+                .as_ref()
+                .and_then(|r| r.found())
+                .map(|f| f.modified)
+        ),
+        stamp(
+            seen.progress_file
+                .as_ref()
+                .and_then(|r| r.found())
+                .map(|f| f.modified)
+        ),
+        stamp(
+            seen.progress_table
+                .as_ref()
+                .and_then(|r| r.found())
+                .map(|t| t.newest)
+        ),
+        stamp(
+            seen.manifest
+                .as_ref()
+                .and_then(|r| r.found())
+                .map(|m| m.updated_at)
+        ),
+    )
+}
+
+fn propose_release(
+    job: &JobSpec,
+    row: &Assessment,
+    seen: &Evidence,
+) -> Result<ReleasePlan, String> {
+    if let Some(why) = release_refusal(row) {
+        return Err(why);
+    }
+    let (Some(path), Some(Reading::Found(holder))) = (&job.lock, &seen.lock) else {
+        return Err(format!("'{}' has no lock file to release", job.id));
+    };
+    let identity = crate::effect::release::identity(path)?;
+    Ok(ReleasePlan {
+        job: job.id.clone(),
+        key: claim_key(
+            &job.id,
+            "release",
+            &format!(
+                "{}:{}:{}:{}",
+                identity.dev, identity.ino, identity.mtime_ns, identity.content
+            ),
+        ),
+        path: path.clone(),
+        identity,
+        holder: HolderView {
+            pid: holder.pid,
+            liveness: holder.liveness,
+            why: holder.why.clone(),
+        },
+    })
 }
 
 fn every(check: &CheckSpec) -> Duration {

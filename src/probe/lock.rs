@@ -153,6 +153,7 @@ pub fn judge_lock(
                 pid: None,
                 recorded_start: None,
                 cmdline: None,
+                run_id: None,
                 modified,
                 liveness: Liveness::Unknown,
                 why: format!("cannot parse the lock ({error}): '{}'", quote(text)),
@@ -171,6 +172,7 @@ pub fn judge_lock(
         pid: Some(content.pid),
         recorded_start: content.start_time,
         cmdline: content.cmdline,
+        run_id: content.run_id,
         modified,
         liveness: verdict.liveness,
         // Already built from inert parts; passed through again because a `why` is shown as
@@ -328,6 +330,7 @@ pub fn read_lock(path: &Path) -> Reading<LockHolder> {
             pid: None,
             recorded_start: None,
             cmdline: None,
+            run_id: None,
             modified,
             liveness: Liveness::Unknown,
             why: format!(

@@ -47,7 +47,10 @@ impl Prober {
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            // The engine fills these from the state store.
+            heartbeat: None,
             checks: Vec::new(),
+            pending_approvals: Vec::new(),
             started_before: false,
         }
     }

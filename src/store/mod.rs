@@ -622,37 +622,44 @@ impl Store {
         })
     }
 
-    /// Moves a claim to `state`, recording the matching event (`spawned`, `verified`,
-    /// `failed`). A failure keeps the attempt count and the last error.
+    /// Moves a claim from `from` to `to`, recording `event` with it (`spawned`, `verified`,
+    /// `failed`). Nothing happens, and `false` is returned, when the claim is no longer in
+    /// `from`: two recovery passes never both resolve the same claim. A failure keeps the
+    /// attempt count and the last error.
     pub fn advance_claim(
         &mut self,
         key: &str,
-        state: ClaimState,
+        from: ClaimState,
+        to: ClaimState,
         pid: Option<u32>,
         error: Option<&str>,
         event: NewEvent,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
             let now = Utc::now();
-            tx.execute(
-                "UPDATE claims SET state = ?2, pid = coalesce(?3, pid), \
-                 last_error = coalesce(?4, last_error), updated_ms = ?5 WHERE key = ?1",
-                params![key, state.as_str(), pid, error, ms(now)],
+            let changed = tx.execute(
+                "UPDATE claims SET state = ?3, pid = coalesce(?4, pid), \
+                 last_error = coalesce(?5, last_error), updated_ms = ?6 \
+                 WHERE key = ?1 AND state = ?2",
+                params![key, from.as_str(), to.as_str(), pid, error, ms(now)],
             )?;
-            insert_event(tx, actor, &session, &event, now)?;
-            Ok(())
+            if changed == 1 {
+                insert_event(tx, actor, &session, &event, now)?;
+            }
+            Ok(changed == 1)
         })
     }
 
-    /// Opens a failed claim for another attempt (the same key after a failure), counting it.
+    /// Opens a failed claim for another attempt, counting it — only when that claim never
+    /// spawned anything, so one key never leads to two spawns.
     pub fn retry_claim(&mut self, key: &str, reason: &str) -> Result<bool> {
         let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
             let now = Utc::now();
             let changed = tx.execute(
                 "UPDATE claims SET state = 'claimed', session = ?2, attempts = attempts + 1, \
-                 updated_ms = ?3 WHERE key = ?1 AND state = 'failed'",
+                 updated_ms = ?3 WHERE key = ?1 AND state = 'failed' AND pid IS NULL",
                 params![key, session, ms(now)],
             )?;
             if changed == 1 {

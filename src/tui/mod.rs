@@ -25,9 +25,11 @@ use crossterm::event::Event;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
+use crate::effect;
 use crate::engine::triggers::{Trigger, Triggers};
-use crate::engine::{CheckResultFor, Engine};
+use crate::engine::{Action, CheckResultFor, Engine};
 use crate::probe::tail::tail_lines;
+use crate::store::{Actor, EventFilter};
 use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
 use view::view;
@@ -35,11 +37,14 @@ use view::view;
 /// How long the runtime waits for more file events after the first, so a burst of writes
 /// becomes one gather. Small against the 100 ms a state change may take to reach the screen.
 const COALESCE: StdDuration = StdDuration::from_millis(15);
+/// How many events the events view reads.
+const EVENTS_SHOWN: usize = 500;
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: chrono::Duration = chrono::Duration::seconds(5);
 
 /// What reaches the runtime.
 enum Input {
+    Outcome(String),
     Terminal(Event),
     TerminalGone(String),
     Trigger(Trigger),
@@ -112,6 +117,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     update(&mut model, Msg::Resize(width, height));
 
     let mut snapshot = engine.snapshot(Utc::now());
+    let store_paths: HashSet<std::path::PathBuf> = engine.store_paths().into_iter().collect();
     let mut unpolled = follow(&mut triggers, &engine, &mut model);
     start_due_checks(&mut engine, &sender, Utc::now());
     let mut commands = vec![update(&mut model, Msg::Snapshot(snapshot.clone()))];
@@ -132,6 +138,39 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                     snapshot = engine.refresh(None, Utc::now());
                     unpolled = follow(&mut triggers, &engine, &mut model);
                     commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
+                }
+                Command::Propose { action, job } => {
+                    let proposed = engine.propose(action, &job, Utc::now()).map_err(|why| {
+                        let verb = match action {
+                            Action::Restart => "restart",
+                            Action::Release => "release",
+                            Action::Approve => "approve",
+                            Action::Deny => "deny",
+                        };
+                        effect::refuse(&job, verb, &why, engine.config(), Actor::Operator).message
+                    });
+                    commands.push(update(&mut model, Msg::Proposed(proposed)));
+                }
+                Command::Execute(decision) => {
+                    // Up to the grace period for a restart: never on the event loop.
+                    let config = engine.config().clone();
+                    let sender = sender.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let outcome = effect::execute(&decision, &config, Actor::Operator);
+                        let _ = sender.send(Input::Outcome(outcome.message));
+                    });
+                }
+                Command::Decline(decision) => {
+                    let outcome = effect::decline(&decision, engine.config(), Actor::Operator);
+                    commands.push(update(&mut model, Msg::Outcome(outcome.message)));
+                }
+                Command::LoadEvents { job } => {
+                    let rows = engine.events(&EventFilter {
+                        job: job.clone(),
+                        last: Some(EVENTS_SHOWN),
+                        ..EventFilter::default()
+                    });
+                    commands.push(update(&mut model, Msg::Events { job, rows }));
                 }
             }
         }
@@ -177,6 +216,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
         }
 
         let mut touched: HashSet<String> = HashSet::new();
+        let mut store_changed = false;
         let mut everything = false;
         let mut unknown_paths = false;
         let mut checks_done = Vec::new();
@@ -193,10 +233,16 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                         commands.push(update(&mut model, msg));
                     }
                 }
+                Input::Outcome(message) => {
+                    commands.push(update(&mut model, Msg::Outcome(message)));
+                }
                 Input::TerminalGone(error) => {
                     return Err(format!("the terminal went away: {error}"));
                 }
                 Input::Signal => return Ok(()),
+                Input::Trigger(Trigger::Changed(path)) if store_paths.contains(&path) => {
+                    store_changed = true;
+                }
                 Input::Trigger(Trigger::Changed(path)) => {
                     let jobs = engine.jobs_touching(&path);
                     // A folder that appeared or went away may be where a job's files live:
@@ -230,6 +276,16 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             // A folder a job's file will live in may have appeared: watch it.
             unpolled = follow(&mut triggers, &engine, &mut model);
         }
+        if store_changed {
+            // A heartbeat, an approval or a decision: news for every job, and for the
+            // events view.
+            snapshot = engine.refresh_store(now);
+            if let Some(view) = &model.events {
+                commands.push(Some(Command::LoadEvents {
+                    job: view.job.clone(),
+                }));
+            }
+        }
         if regather {
             snapshot = engine.refresh((!everything).then_some(&touched), now);
             unpolled = follow(&mut triggers, &engine, &mut model);
@@ -238,7 +294,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             snapshot = engine.reassess(now);
         }
         start_due_checks(&mut engine, &sender, now);
-        if regather || timer_fired || checked {
+        if regather || timer_fired || checked || store_changed {
             commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
         }
         commands.push(update(&mut model, Msg::Tick(now)));
@@ -248,7 +304,9 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
 /// Points the triggers at the current files and holders; reports folders that cannot be
 /// watched on the status line. Returns the holders that need a slow poll instead.
 fn follow(triggers: &mut Triggers, engine: &Engine, model: &mut Model) -> Vec<(u32, u64)> {
-    let failed = triggers.watch_paths(&engine.watched_paths());
+    let mut paths = engine.watched_paths();
+    paths.extend(engine.store_paths());
+    let failed = triggers.watch_paths(&paths);
     if let Some((folder, error)) = failed.first() {
         update(
             model,

@@ -17,8 +17,10 @@ use crossterm::event::{
 use super::layout::{self, Areas};
 use super::theme::Theme;
 use crate::config::JobSpec;
+use crate::core::decision::Decision;
 use crate::core::{Assessment, Bucket, FileStamp, Reading};
-use crate::engine::Snapshot;
+use crate::engine::{Action, Snapshot};
+use crate::store::Event;
 
 /// How long the rate history behind sparklines and ETAs reaches back.
 const HISTORY: Duration = Duration::minutes(15);
@@ -32,6 +34,95 @@ pub const TAIL_LINES: usize = 40;
 pub enum Pane {
     List,
     Detail,
+}
+
+/// A button of a confirmation dialog. Cancel is where the focus starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// The job id the operator must type to approve or deny.
+    TypedId,
+    /// The reason of a denial.
+    Reason,
+    Cancel,
+    /// Deny (approval dialogs only).
+    Deny,
+    /// Restart, release or approve.
+    Confirm,
+}
+
+/// A confirmation dialog: a proposed decision waiting for the operator's answer. It holds
+/// the decision as a value and answers only with a command; it performs nothing itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dialog {
+    pub decision: Decision,
+    pub focus: Focus,
+    /// What the operator typed as the job id (approvals).
+    pub typed: String,
+    /// What the operator typed as the reason for a denial (approvals).
+    pub reason: String,
+}
+
+impl Dialog {
+    /// Cancel has the focus, except in an approval, which starts in the job-id field: typing
+    /// there can never confirm anything.
+    pub fn new(decision: Decision) -> Self {
+        let focus = match decision {
+            Decision::Approve(_) | Decision::Deny(_) => Focus::TypedId,
+            _ => Focus::Cancel,
+        };
+        Dialog {
+            decision,
+            focus,
+            typed: String::new(),
+            reason: String::new(),
+        }
+    }
+
+    /// Whether this is an approval, which asks for the typed job id.
+    pub fn is_approval(&self) -> bool {
+        matches!(self.decision, Decision::Approve(_) | Decision::Deny(_))
+    }
+
+    /// Whether the typed id lets Approve or Deny act.
+    pub fn id_matches(&self) -> bool {
+        self.typed == self.decision.job()
+    }
+
+    /// The focus order that Tab walks.
+    fn order(&self) -> &'static [Focus] {
+        if self.is_approval() {
+            &[
+                Focus::TypedId,
+                Focus::Reason,
+                Focus::Cancel,
+                Focus::Deny,
+                Focus::Confirm,
+            ]
+        } else {
+            &[Focus::Cancel, Focus::Confirm]
+        }
+    }
+
+    fn move_focus(&mut self, forward: bool) {
+        let order = self.order();
+        let at = order.iter().position(|f| *f == self.focus).unwrap_or(0);
+        let next = if forward {
+            (at + 1) % order.len()
+        } else {
+            (at + order.len() - 1) % order.len()
+        };
+        self.focus = order[next];
+    }
+}
+
+/// The event log, for one job or all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventsView {
+    /// `None`: every job.
+    pub job: Option<String>,
+    pub rows: Result<Vec<Event>, String>,
+    /// Lines scrolled up from the newest.
+    pub scroll: usize,
 }
 
 /// A log tail loaded for one job.
@@ -67,6 +158,10 @@ pub struct Model {
     /// A one-off message for the status line, cleared by the next key.
     pub status: Option<String>,
     pub tail: Option<Tail>,
+    /// The confirmation dialog on screen, if any: it takes every key.
+    pub dialog: Option<Dialog>,
+    /// The event log view, when open (`e`).
+    pub events: Option<EventsView>,
     /// The log's stamp when the tail was loaded: a newer stamp means load it again.
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
@@ -93,10 +188,19 @@ pub enum Msg {
     },
     /// Something the operator should see on the status line (a watch that failed, ...).
     Status(String),
+    /// A proposed decision to confirm, or why none may be proposed.
+    Proposed(Result<Decision, String>),
+    /// What became of an executed or declined decision, in words.
+    Outcome(String),
+    /// The event log the runtime read for the events view.
+    Events {
+        job: Option<String>,
+        rows: Result<Vec<Event>, String>,
+    },
 }
 
 /// A side effect `update` asks the runtime to perform.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Quit,
     /// Read the last lines of `path` and answer with [`Msg::Tail`].
@@ -106,6 +210,19 @@ pub enum Command {
     },
     /// Gather every job's evidence again now.
     Refresh,
+    /// Propose `action` on `job`; answer with [`Msg::Proposed`].
+    Propose {
+        action: Action,
+        job: String,
+    },
+    /// Carry out a confirmed decision; answer with [`Msg::Outcome`].
+    Execute(Decision),
+    /// Record that the operator declined a decision; answer with [`Msg::Outcome`].
+    Decline(Decision),
+    /// Read the event log for `job` (every job when `None`); answer with [`Msg::Events`].
+    LoadEvents {
+        job: Option<String>,
+    },
 }
 
 /// One line of the action list.
@@ -137,6 +254,8 @@ impl Model {
             help: false,
             status: None,
             tail: None,
+            dialog: None,
+            events: None,
             tail_stamp: None,
             size: (80, 24),
             theme,
@@ -420,7 +539,132 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.dirty = true;
             None
         }
+        Msg::Proposed(Ok(decision)) => {
+            model.dialog = Some(Dialog::new(decision));
+            model.dirty = true;
+            None
+        }
+        Msg::Proposed(Err(why)) | Msg::Outcome(why) => {
+            model.status = Some(why);
+            model.dirty = true;
+            None
+        }
+        Msg::Events { job, rows } => {
+            if model.events.as_ref().is_some_and(|v| v.job == job) {
+                let scroll = model.events.as_ref().map_or(0, |v| v.scroll);
+                model.events = Some(EventsView { job, rows, scroll });
+                model.dirty = true;
+            }
+            None
+        }
     }
+}
+
+/// Keys while a dialog is open: it takes them all. Cancel has the focus at first; Enter on
+/// a button answers; Esc cancels. Only Confirm (or Deny) produces the decision to execute.
+fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let dialog = model.dialog.as_mut()?;
+    match key.code {
+        KeyCode::Esc => {
+            let decision = model.dialog.take()?.decision;
+            return Some(Command::Decline(decision));
+        }
+        KeyCode::Tab | KeyCode::Right => dialog.move_focus(true),
+        KeyCode::BackTab | KeyCode::Left => dialog.move_focus(false),
+        KeyCode::Backspace => match dialog.focus {
+            Focus::TypedId => {
+                dialog.typed.pop();
+            }
+            Focus::Reason => {
+                dialog.reason.pop();
+            }
+            _ => {}
+        },
+        KeyCode::Char(c) if matches!(dialog.focus, Focus::TypedId | Focus::Reason) => {
+            let field = if dialog.focus == Focus::TypedId {
+                &mut dialog.typed
+            } else {
+                &mut dialog.reason
+            };
+            if !c.is_control() && field.chars().count() < 200 {
+                field.push(c);
+            }
+        }
+        KeyCode::Enter => match dialog.focus {
+            Focus::TypedId | Focus::Reason => dialog.move_focus(true),
+            Focus::Cancel => {
+                let decision = model.dialog.take()?.decision;
+                return Some(Command::Decline(decision));
+            }
+            Focus::Confirm | Focus::Deny => {
+                if dialog.is_approval() && !dialog.id_matches() {
+                    model.status = Some(format!(
+                        "type the job id '{}' first: approvals are never a single key press",
+                        dialog.decision.job()
+                    ));
+                    dialog.focus = Focus::TypedId;
+                    return None;
+                }
+                let dialog = model.dialog.take()?;
+                let decision = match (dialog.decision, dialog.focus) {
+                    (Decision::Approve(mut plan) | Decision::Deny(mut plan), Focus::Deny) => {
+                        plan.reason = Some(if dialog.reason.trim().is_empty() {
+                            "denied from the dashboard".to_string()
+                        } else {
+                            dialog.reason.trim().to_string()
+                        });
+                        Decision::Deny(plan)
+                    }
+                    (Decision::Approve(mut plan) | Decision::Deny(mut plan), _) => {
+                        plan.reason = None;
+                        Decision::Approve(plan)
+                    }
+                    (decision, _) => decision,
+                };
+                model.status = Some(format!(
+                    "{} '{}': carrying it out…",
+                    decision.verb(),
+                    decision.job()
+                ));
+                return Some(Command::Execute(decision));
+            }
+        },
+        _ => {}
+    }
+    None
+}
+
+/// Keys while the events view is open.
+fn on_events_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let view = model.events.as_mut()?;
+    let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('e') => model.events = None,
+        KeyCode::Up | KeyCode::Char('k') => view.scroll = view.scroll.saturating_add(1),
+        KeyCode::Down | KeyCode::Char('j') => view.scroll = view.scroll.saturating_sub(1),
+        KeyCode::PageUp => view.scroll = view.scroll.saturating_add(page),
+        KeyCode::PageDown => view.scroll = view.scroll.saturating_sub(page),
+        KeyCode::Char('g') | KeyCode::Home => view.scroll = usize::MAX / 2,
+        KeyCode::Char('G') | KeyCode::End => view.scroll = 0,
+        KeyCode::Char('a') => {
+            // Between the selected job's events and everyone's.
+            view.job = match view.job {
+                Some(_) => None,
+                None => model.selected.clone(),
+            };
+            view.scroll = 0;
+            view.rows = Ok(Vec::new());
+            return Some(Command::LoadEvents {
+                job: view.job.clone(),
+            });
+        }
+        KeyCode::Char('q') => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        _ => {}
+    }
+    None
 }
 
 fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
@@ -430,6 +674,12 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         return Some(Command::Quit);
     }
     model.status = None;
+    if model.dialog.is_some() {
+        return on_dialog_key(model, key);
+    }
+    if model.events.is_some() {
+        return on_events_key(model, key);
+    }
     if model.filter_editing {
         return on_filter_key(model, key);
     }
@@ -499,24 +749,37 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             model.status = Some("gathering every job's evidence again".to_string());
             return Some(Command::Refresh);
         }
-        KeyCode::Char(c @ ('r' | 'x' | 'a' | 'e' | 'D')) => {
-            model.status = Some(not_yet(c).to_string());
+        KeyCode::Char(c @ ('r' | 'x' | 'a')) => {
+            let Some(job) = model.selected.clone() else {
+                model.status = Some("select a job first".to_string());
+                return None;
+            };
+            let action = match c {
+                'r' => Action::Restart,
+                'x' => Action::Release,
+                _ => Action::Approve,
+            };
+            return Some(Command::Propose { action, job });
+        }
+        KeyCode::Char('e') => {
+            let job = model.selected.clone();
+            model.events = Some(EventsView {
+                job: job.clone(),
+                rows: Ok(Vec::new()),
+                scroll: 0,
+            });
+            return Some(Command::LoadEvents { job });
+        }
+        KeyCode::Char('D') => {
+            model.status = Some(
+                "D (digest): the daily digest arrives with the watcher; nothing was done"
+                    .to_string(),
+            );
         }
         _ => {}
     }
     model.ensure_visible();
     None
-}
-
-/// What the decision and history keys say until their issue lands: nothing is faked.
-fn not_yet(key: char) -> &'static str {
-    match key {
-        'r' => "r (restart): decisions arrive with the state store; nothing was done",
-        'x' => "x (release): decisions arrive with the state store; nothing was done",
-        'a' => "a (approve): approvals arrive with the state store; nothing was done",
-        'e' => "e (events): the event log arrives with the state store",
-        _ => "D (digest): the daily digest arrives with the watcher",
-    }
 }
 
 fn on_filter_key(model: &mut Model, key: KeyEvent) -> Option<Command> {

@@ -28,7 +28,19 @@ pub fn view(model: &Model, frame: &mut Frame) {
     if let Some(detail) = areas.detail {
         detail_pane(model, frame, detail);
     }
+    if model.events.is_some() {
+        let body = Rect::new(
+            0,
+            areas.header.height,
+            size.width,
+            areas.status.y.saturating_sub(areas.header.height),
+        );
+        events_view(model, frame, body);
+    }
     status_line(model, frame, areas.status);
+    if let Some(dialog) = &model.dialog {
+        dialog_view(model, dialog, frame, size);
+    }
     if model.help {
         help(model, frame, size);
     }
@@ -59,6 +71,17 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
             };
             spans.push(Span::raw(" "));
             spans.push(Span::styled(format!("{} {count}", bucket.as_str()), style));
+        }
+        let approvals: usize = snapshot
+            .list
+            .rows()
+            .map(|row| row.pending_approvals.len())
+            .sum();
+        if approvals > 0 {
+            spans.push(Span::styled(
+                format!(" ⚑ APPROVALS {approvals}"),
+                theme.alarm(),
+            ));
         }
         let total = snapshot.list.actions.len() + snapshot.list.rest.len();
         spans.push(Span::styled(format!(" │ {total} jobs"), theme.dim()));
@@ -146,7 +169,7 @@ fn columns(width: usize, id_width: usize) -> Vec<Column> {
         Column::Spark,
         Column::Owner,
     ];
-    let mut room = width.saturating_sub(2 + id_width + 2);
+    let mut room = width.saturating_sub(3 + id_width + 2);
     let mut chosen = Vec::new();
     for column in by_importance {
         if column.width() < room {
@@ -269,9 +292,15 @@ fn job_line(
 ) -> Line<'static> {
     let theme = &model.theme;
     let selected = model.selected.as_deref() == Some(row.id.as_str());
+    let approval = if row.pending_approvals.is_empty() {
+        " "
+    } else {
+        "⚑"
+    };
     let mut spans = vec![
         Span::styled(format!(" {} ", symbol(row.state)), theme.state(row.state)),
         Span::raw(pad(&inert(&row.id), id_width)),
+        Span::styled(approval, theme.alarm()),
     ];
     for column in cols {
         spans.push(Span::raw(" "));
@@ -521,6 +550,26 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         text(format!("  · {}", inert(reason)), Style::default(), &mut out);
     }
 
+    if !row.pending_approvals.is_empty() {
+        out.push(Line::styled(
+            "Approvals pending (a to decide)",
+            theme.alarm(),
+        ));
+        for approval in &row.pending_approvals {
+            text(
+                format!(
+                    "  ⚑ step '{}': {} · key {} · asked {} ago",
+                    inert(&approval.step),
+                    inert(&approval.summary),
+                    approval.key,
+                    fmt_age((model.now - approval.requested).num_milliseconds() as f64 / 1000.0)
+                ),
+                theme.alarm(),
+                &mut out,
+            );
+        }
+    }
+
     out.push(Line::styled("Evidence", theme.heading()));
     if let Some(evidence) = evidence {
         let sources = evidence_rows(model, evidence);
@@ -752,6 +801,32 @@ fn evidence_rows(
             _ => {}
         }
     }
+    if let Some(reading) = &evidence.heartbeat {
+        match (reading, empty_or_fault(reading)) {
+            (Reading::Found(beat), _) => {
+                let mut words = format!("sent {} ago", ago(beat.at));
+                if let Some(done) = beat.done {
+                    words.push_str(&format!(" · done {done}"));
+                }
+                if let Some(total) = beat.total {
+                    words.push_str(&format!(" of {total}"));
+                }
+                if let Some(position) = &beat.position {
+                    words.push_str(&format!(" · at {}", inert(position)));
+                }
+                if let Some(note) = &beat.note {
+                    words.push_str(&format!(" · {}", inert(note)));
+                }
+                add("heartbeat", words, Style::default())
+            }
+            (_, Some((text, fault))) => add(
+                "heartbeat",
+                text,
+                if fault { theme.alarm() } else { theme.dim() },
+            ),
+            _ => {}
+        }
+    }
     if let Some(reading) = &evidence.manifest {
         match (reading, empty_or_fault(reading)) {
             (Reading::Found(manifest), _) => add(
@@ -851,7 +926,10 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
     } else if let Some(status) = &model.status {
         Line::from(Span::styled(format!(" {}", inert(status)), theme.warning()))
     } else {
-        let mut hints = " ↑↓ move  ⏎ detail  ⇥ pane  / filter  l log  ? help  q quit".to_string();
+        // Quit and help first: a narrow screen cuts from the right.
+        let mut hints =
+            " q quit  ? help  ↑↓ move  ⏎ detail  r restart  x release  a approve  e events  / filter"
+                .to_string();
         if !model.filter.is_empty() {
             hints.push_str("  · Esc clears the filter");
         }
@@ -861,7 +939,7 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
 }
 
 /// Every key, as `?` shows it.
-pub const KEYS: [(&str, &str); 15] = [
+pub const KEYS: [(&str, &str); 18] = [
     ("↑ ↓  j k", "move the selection, or scroll the detail"),
     ("PgUp PgDn", "a page up or down"),
     ("g G  Home End", "first or last"),
@@ -875,10 +953,16 @@ pub const KEYS: [(&str, &str); 15] = [
     ("Esc", "close the detail, or clear the filter"),
     ("R", "gather every job's evidence again now"),
     (
-        "r  x  a",
-        "restart, release, approve: arrive with decisions",
+        "r",
+        "restart the selected job (RESTART, DISPATCH): a dialog",
     ),
-    ("e  D", "events, digest: arrive with the state store"),
+    (
+        "x",
+        "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
+    ),
+    ("a", "approve or deny its pending step: type the job id"),
+    ("e", "the event log of the job (a: all jobs)"),
+    ("D", "digest: arrives with the watcher"),
     ("mouse", "wheel scrolls, click selects"),
     ("?", "this help (any key closes it)"),
     ("q  Ctrl-C", "quit (the jobs keep running)"),
@@ -919,4 +1003,168 @@ fn help(model: &Model, frame: &mut Frame, size: Rect) {
         ),
         area,
     );
+}
+
+/// The confirmation dialog: what will happen, then the buttons; Cancel is focused first.
+fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, size: Rect) {
+    use super::model::Focus;
+    let theme = &model.theme;
+    let width = size.width.saturating_sub(4).clamp(20.min(size.width), 96);
+    let inner_width = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line> = Vec::new();
+    for (label, value) in dialog.decision.describe(model.now) {
+        let text = format!("{label:<9} {}", inert(&value));
+        for piece in wrap(&text, inner_width.saturating_sub(1)) {
+            lines.push(Line::raw(format!(" {piece}")));
+        }
+    }
+    lines.push(Line::raw(""));
+    let field = |label: &str, value: &str, focused: bool| {
+        let style = if focused {
+            theme.selected()
+        } else {
+            Style::default()
+        };
+        Line::from(vec![
+            Span::styled(format!(" {label}: "), theme.heading()),
+            Span::styled(format!("{}▏", inert(value)), style),
+        ])
+    };
+    if dialog.is_approval() {
+        lines.push(field(
+            &format!("type the job id '{}'", dialog.decision.job()),
+            &dialog.typed,
+            dialog.focus == Focus::TypedId,
+        ));
+        lines.push(field(
+            "reason, if you deny",
+            &dialog.reason,
+            dialog.focus == Focus::Reason,
+        ));
+        lines.push(Line::raw(""));
+    }
+    let button = |label: &str, focus: Focus| {
+        let style = if dialog.focus == focus {
+            theme
+                .selected()
+                .add_modifier(ratatui::style::Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        Span::styled(format!("[ {label} ]"), style)
+    };
+    let mut buttons = vec![Span::raw(" "), button("Cancel", Focus::Cancel)];
+    if dialog.is_approval() {
+        buttons.push(Span::raw("  "));
+        buttons.push(button("Deny", Focus::Deny));
+        buttons.push(Span::raw("  "));
+        buttons.push(button("Approve", Focus::Confirm));
+    } else {
+        buttons.push(Span::raw("  "));
+        let verb = match dialog.decision.verb() {
+            "restart" => "Restart",
+            _ => "Release",
+        };
+        buttons.push(button(verb, Focus::Confirm));
+    }
+    lines.push(Line::from(buttons));
+    lines.push(Line::styled(
+        " Tab moves · Enter answers · Esc cancels",
+        theme.dim(),
+    ));
+    let height = (lines.len() as u16 + 2).min(size.height);
+    let area = Rect::new(
+        size.x + (size.width.saturating_sub(width)) / 2,
+        size.y + (size.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    );
+    let title = format!(
+        " {} '{}'? ",
+        dialog.decision.verb(),
+        inert(dialog.decision.job())
+    );
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(theme.alarm())
+                .title(Span::styled(title, theme.heading()))
+                .title_alignment(Alignment::Center),
+        ),
+        area,
+    );
+}
+
+/// The event log: newest at the bottom, for the selected job or for all.
+fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
+    let Some(view) = &model.events else {
+        return;
+    };
+    let theme = &model.theme;
+    let scope = match &view.job {
+        Some(job) => format!("job {}", inert(job)),
+        None => "all jobs".to_string(),
+    };
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(theme.focused_border())
+        .title(Span::styled(
+            format!(" events: {scope} (a: job/all · e or Esc: close) "),
+            theme.heading(),
+        ));
+    let inner = block.inner(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(block, area);
+    let rows = match &view.rows {
+        Ok(rows) => rows,
+        Err(error) => {
+            frame.render_widget(
+                Paragraph::new(format!(" cannot read the event log: {}", inert(error)))
+                    .style(theme.alarm()),
+                inner,
+            );
+            return;
+        }
+    };
+    if rows.is_empty() {
+        frame.render_widget(Paragraph::new(" no events yet").style(theme.dim()), inner);
+        return;
+    }
+    let height = usize::from(inner.height);
+    let end = rows
+        .len()
+        .saturating_sub(view.scroll.min(rows.len().saturating_sub(1)));
+    let start = end.saturating_sub(height);
+    let lines: Vec<Line> = rows[start..end]
+        .iter()
+        .map(|event| {
+            let style = match event.kind.as_str() {
+                "failed" | "refused" | "cap-reached" | "duplicate" => theme.alarm(),
+                "cooldown-suppressed" | "declined" | "skipped" => theme.warning(),
+                "verified" | "released" | "approved" => theme.good(),
+                _ => Style::default(),
+            };
+            let mut text = format!(
+                " {} {:<19} {:<14} {:<8}",
+                event.at.format("%m-%d %H:%M:%S"),
+                event.kind,
+                event
+                    .job
+                    .as_deref()
+                    .map(inert)
+                    .unwrap_or_else(|| "-".into()),
+                event.actor.as_str()
+            );
+            if let Some(route) = &event.route {
+                text.push_str(&format!(" route {}", inert(route)));
+            }
+            if let Some(reason) = &event.reason {
+                text.push_str(&format!(" {}", inert(reason)));
+            }
+            Line::styled(pad(&text, usize::from(inner.width)), style)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
 }

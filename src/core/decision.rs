@@ -1,0 +1,436 @@
+//! Decisions as values: what a human (or the watcher) may do about a job, proposed, shown,
+//! confirmed, then carried out by the one executor in `effect`.
+//!
+//! A key press or a command produces a proposed [`Decision`] holding everything the
+//! confirmation shows and everything the executor needs: nothing is looked up again between
+//! the dialog and the effect except what must be re-checked (the lock's identity, the claim,
+//! the cooldown). The rules about what is allowed, the content-derived claim key, the route
+//! choice and the cooldown arithmetic are pure functions here; no dialog performs an effect.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::assess::{Assessment, Bucket, State};
+use super::evidence::Liveness;
+use crate::config::{JobSpec, Route};
+
+/// A decision ready for confirmation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Decision {
+    Restart(RestartPlan),
+    Release(ReleasePlan),
+    Approve(ApprovalPlan),
+    Deny(ApprovalPlan),
+}
+
+impl Decision {
+    /// The job the decision is about.
+    pub fn job(&self) -> &str {
+        match self {
+            Decision::Restart(plan) => &plan.job,
+            Decision::Release(plan) => &plan.job,
+            Decision::Approve(plan) | Decision::Deny(plan) => &plan.job,
+        }
+    }
+
+    /// The verb, as the operator says it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Decision::Restart(_) => "restart",
+            Decision::Release(_) => "release",
+            Decision::Approve(_) => "approve",
+            Decision::Deny(_) => "deny",
+        }
+    }
+
+    /// The key the decision is recorded under: the claim key of a restart, the approval key,
+    /// or the release's identity hash.
+    pub fn key(&self) -> &str {
+        match self {
+            Decision::Restart(plan) => &plan.key,
+            Decision::Release(plan) => &plan.key,
+            Decision::Approve(plan) | Decision::Deny(plan) => &plan.key,
+        }
+    }
+}
+
+/// The lock holder as the dialog shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HolderView {
+    pub pid: Option<u32>,
+    pub liveness: Liveness,
+    pub why: String,
+}
+
+/// Where the workspace cooldown stands (SPEC §5: one spawn per workspace per
+/// `workspace_cooldown_sec`; the clock moves only when a spawn happens).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Cooldown {
+    /// No `workspace` and no `restart.cwd`: no cooldown applies.
+    NoWorkspace,
+    /// A spawn may happen now.
+    Open { workspace_hash: String },
+    /// The last spawn in this workspace was too recent.
+    Closed {
+        workspace_hash: String,
+        last_spawn: DateTime<Utc>,
+        opens_at: DateTime<Utc>,
+    },
+}
+
+impl Cooldown {
+    pub fn workspace_hash(&self) -> Option<&str> {
+        match self {
+            Cooldown::NoWorkspace => None,
+            Cooldown::Open { workspace_hash } | Cooldown::Closed { workspace_hash, .. } => {
+                Some(workspace_hash)
+            }
+        }
+    }
+}
+
+/// Where the workspace cooldown stands at `now`, given the last spawn in it.
+pub fn cooldown(
+    workspace_hash: Option<String>,
+    last_spawn: Option<DateTime<Utc>>,
+    cooldown_sec: u64,
+    now: DateTime<Utc>,
+) -> Cooldown {
+    let Some(workspace_hash) = workspace_hash else {
+        return Cooldown::NoWorkspace;
+    };
+    let gap = Duration::seconds(cooldown_sec.min(i64::MAX as u64 / 1000) as i64);
+    match last_spawn {
+        Some(last) if last + gap > now => Cooldown::Closed {
+            workspace_hash,
+            last_spawn: last,
+            opens_at: last + gap,
+        },
+        _ => Cooldown::Open { workspace_hash },
+    }
+}
+
+/// Everything a restart needs and the dialog shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestartPlan {
+    pub job: String,
+    /// The claim key: a hash of the job id, the action and the evidence that called for it.
+    pub key: String,
+    /// That evidence, in words ("lock held by dead pid 4242, written 09:01:02.123").
+    pub evidence: String,
+    pub state: State,
+    pub bucket: Bucket,
+    /// The job's argv on the chosen route.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub route: Option<String>,
+    pub run_id: String,
+    /// Routes this run has used so far, and the limit.
+    pub routes_used: Vec<String>,
+    pub max_hops: u32,
+    pub holder: Option<HolderView>,
+    /// "automatic: ..." or "blocked: ...".
+    pub policy: String,
+    pub cooldown: Cooldown,
+}
+
+/// The identity of a file as it was when the dialog opened; a release removes the file only
+/// if it is still exactly this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime_ns: i128,
+    pub len: u64,
+    /// sha256 of the content, hex.
+    pub content: String,
+}
+
+/// Everything a release needs and the dialog shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReleasePlan {
+    pub job: String,
+    pub key: String,
+    pub path: PathBuf,
+    pub identity: FileIdentity,
+    pub holder: HolderView,
+}
+
+/// An approval request as the dialog shows it; `reason` is the operator's, for a denial.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalPlan {
+    pub job: String,
+    pub key: String,
+    pub step: String,
+    pub summary: String,
+    pub reason: Option<String>,
+}
+
+impl Decision {
+    /// What the confirmation shows, one line each, as the dialog and the command line print
+    /// it. Every value from a job is already inert; paths and argv are quoted.
+    pub fn describe(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
+        let holder_words = |holder: &HolderView| {
+            let pid = holder.pid.map_or("?".to_string(), |p| p.to_string());
+            format!("pid {pid}, {}: {}", holder.liveness.as_str(), holder.why)
+        };
+        match self {
+            Decision::Restart(plan) => {
+                let argv: Vec<String> = plan.argv.iter().map(|a| format!("'{a}'")).collect();
+                let cooldown = match &plan.cooldown {
+                    Cooldown::NoWorkspace => "none (no workspace or restart.cwd)".to_string(),
+                    Cooldown::Open { workspace_hash } => {
+                        format!("open (workspace {workspace_hash})")
+                    }
+                    Cooldown::Closed {
+                        workspace_hash,
+                        last_spawn,
+                        opens_at,
+                    } => format!(
+                        "CLOSED: last spawn in workspace {workspace_hash} {} s ago, opens in \
+                         {} s; confirming now records cooldown-suppressed and spawns nothing",
+                        (now - *last_spawn).num_seconds().max(0),
+                        (*opens_at - now).num_seconds().max(1)
+                    ),
+                };
+                let route = match &plan.route {
+                    Some(route) => format!(
+                        "{route} (used by this run: {}; max_hops {})",
+                        if plan.routes_used.is_empty() {
+                            "none".to_string()
+                        } else {
+                            plan.routes_used.join(" -> ")
+                        },
+                        plan.max_hops
+                    ),
+                    None => "restart.command".to_string(),
+                };
+                vec![
+                    (
+                        "job".into(),
+                        format!(
+                            "{} ({}, {})",
+                            plan.job,
+                            plan.state.as_str(),
+                            plan.bucket.as_str()
+                        ),
+                    ),
+                    ("why".into(), plan.evidence.clone()),
+                    ("argv".into(), argv.join(" ")),
+                    ("cwd".into(), format!("'{}'", plan.cwd.display())),
+                    ("route".into(), route),
+                    ("run".into(), plan.run_id.clone()),
+                    (
+                        "holder".into(),
+                        plan.holder
+                            .as_ref()
+                            .map_or("no lock file".to_string(), holder_words),
+                    ),
+                    ("policy".into(), plan.policy.clone()),
+                    ("cooldown".into(), cooldown),
+                    ("key".into(), plan.key.clone()),
+                ]
+            }
+            Decision::Release(plan) => vec![
+                ("job".into(), plan.job.clone()),
+                ("lock".into(), format!("'{}'", plan.path.display())),
+                ("holder".into(), holder_words(&plan.holder)),
+                (
+                    "check".into(),
+                    "right before removing, the holder is judged again and the file must be \
+                     the same (inode, mtime, content); otherwise nothing is removed"
+                        .into(),
+                ),
+            ],
+            Decision::Approve(plan) | Decision::Deny(plan) => {
+                let mut lines = vec![
+                    ("job".into(), plan.job.clone()),
+                    ("step".into(), plan.step.clone()),
+                    ("summary".into(), plan.summary.clone()),
+                    ("key".into(), plan.key.clone()),
+                ];
+                if let Some(reason) = &plan.reason {
+                    lines.push(("reason".into(), reason.clone()));
+                }
+                lines
+            }
+        }
+    }
+}
+
+/// Why a restart may not be proposed for this row, or `None` when it may.
+pub fn restart_refusal(row: &Assessment) -> Option<String> {
+    match row.bucket {
+        Some(Bucket::Restart) => None,
+        Some(Bucket::Dispatch) => row
+            .held
+            .as_ref()
+            .map(|held| format!("{held}: dispatching anything new waits until nothing is RED")),
+        _ => Some(format!(
+            "restart is offered on RESTART and DISPATCH rows; '{}' is {}",
+            row.id,
+            row.state.as_str()
+        )),
+    }
+}
+
+/// Why a release may not be proposed for this row, or `None` when it may.
+pub fn release_refusal(row: &Assessment) -> Option<String> {
+    match (row.state, row.liveness) {
+        (State::DeadLockStale, Some(Liveness::Dead)) => None,
+        (_, Some(Liveness::Alive)) => Some(format!(
+            "refused: the holder of '{}' is alive; a live holder's lock is never released",
+            row.id
+        )),
+        (_, Some(Liveness::Unknown)) => Some(format!(
+            "refused: the holder of '{}' is unknown; never released while unknown",
+            row.id
+        )),
+        _ => Some(format!(
+            "release is offered on DEAD_LOCK_STALE rows; '{}' is {}",
+            row.id,
+            row.state.as_str()
+        )),
+    }
+}
+
+/// The claim key of an action on a job, from the evidence that called for it: two watchers,
+/// or a watcher and a dashboard, that see the same death compute the same key.
+pub fn claim_key(job: &str, action: &str, evidence: &str) -> String {
+    let mut hasher = Sha256::new();
+    for part in [job, action, evidence] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    let digest = hasher.finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The route a run goes to next, never one it has used; `Err` with why when it must go to a
+/// human instead (no route left, or `max_hops` reached). `Ok(None)` means the job has no
+/// routes: the plain `restart.command` runs.
+pub fn next_route<'a>(
+    routes: &'a [Route],
+    used: &[String],
+    max_hops: u32,
+) -> Result<Option<&'a Route>, String> {
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    if used.len() as u64 >= u64::from(max_hops) {
+        return Err(format!(
+            "this run has used {} route{} ({}), max_hops is {max_hops}: it goes to a human",
+            used.len(),
+            if used.len() == 1 { "" } else { "s" },
+            used.join(" -> ")
+        ));
+    }
+    match routes.iter().find(|r| !used.contains(&r.name)) {
+        Some(route) => Ok(Some(route)),
+        None => Err(format!(
+            "every route has been used by this run ({}): it goes to a human",
+            used.join(" -> ")
+        )),
+    }
+}
+
+/// The restart policy in words, as the detail pane and the dialog show it.
+pub fn policy_words(job: &JobSpec) -> String {
+    if job.auto_restart {
+        format!(
+            "automatic: {}",
+            job.auto_restart_reason.as_deref().unwrap_or("")
+        )
+    } else {
+        format!(
+            "blocked: {}",
+            job.auto_restart_blocked_reason
+                .as_deref()
+                .unwrap_or("auto_restart is false (no reason given)")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(name: &str) -> Route {
+        Route {
+            name: name.into(),
+            command: vec![name.into()],
+        }
+    }
+
+    #[test]
+    fn the_same_evidence_gives_the_same_key_and_other_evidence_another() {
+        let a = claim_key("collect", "restart", "dead pid 4242, lock mtime 1");
+        assert_eq!(
+            a,
+            claim_key("collect", "restart", "dead pid 4242, lock mtime 1")
+        );
+        assert_ne!(
+            a,
+            claim_key("collect", "restart", "dead pid 4243, lock mtime 1")
+        );
+        assert_ne!(
+            a,
+            claim_key("other", "restart", "dead pid 4242, lock mtime 1")
+        );
+        assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn a_run_never_goes_back_to_a_route_it_used() {
+        let routes = [route("local"), route("cloud-a"), route("cloud-b")];
+        assert_eq!(next_route(&routes, &[], 3).unwrap().unwrap().name, "local");
+        let used = vec!["local".to_string()];
+        assert_eq!(
+            next_route(&routes, &used, 3).unwrap().unwrap().name,
+            "cloud-a"
+        );
+        let used = vec!["local".to_string(), "cloud-a".to_string()];
+        assert_eq!(
+            next_route(&routes, &used, 3).unwrap().unwrap().name,
+            "cloud-b"
+        );
+    }
+
+    #[test]
+    fn past_max_hops_or_out_of_routes_it_goes_to_a_human() {
+        let routes = [route("local"), route("cloud-a"), route("cloud-b")];
+        let used = vec!["local".to_string(), "cloud-a".to_string()];
+        let error = next_route(&routes, &used, 2).unwrap_err();
+        assert!(error.contains("max_hops is 2"), "{error}");
+        let two = [route("local"), route("cloud-a")];
+        let error = next_route(&two, &used, 5).unwrap_err();
+        assert!(error.contains("every route has been used"), "{error}");
+        assert_eq!(next_route(&[], &used, 1).unwrap(), None);
+    }
+
+    #[test]
+    fn the_cooldown_moves_only_with_spawns() {
+        let now = Utc::now();
+        let hash = Some("abc".to_string());
+        assert_eq!(cooldown(None, None, 600, now), Cooldown::NoWorkspace);
+        assert!(matches!(
+            cooldown(hash.clone(), None, 600, now),
+            Cooldown::Open { .. }
+        ));
+        let recent = now - Duration::seconds(100);
+        match cooldown(hash.clone(), Some(recent), 600, now) {
+            Cooldown::Closed { opens_at, .. } => {
+                assert_eq!(opens_at, recent + Duration::seconds(600))
+            }
+            other => panic!("{other:?}"),
+        }
+        let old = now - Duration::seconds(601);
+        assert!(matches!(
+            cooldown(hash, Some(old), 600, now),
+            Cooldown::Open { .. }
+        ));
+    }
+}

@@ -1,0 +1,121 @@
+//! Starting a restart: `mihari run JOB` detached in its own session, and verifying that the
+//! new process takes the job's lock within a grace period.
+//!
+//! The spawned process is `mihari run`, not the job's command directly, so that the lock, the
+//! signal forwarding and the exit record are the same whoever starts a job. Its output goes to
+//! the job's log. This module starts and watches one process; it records nothing itself (the
+//! executor does, before and after).
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, JobSpec};
+use crate::core::decision::RestartPlan;
+use crate::core::{Liveness, Reading};
+use crate::probe::lock::read_lock;
+
+/// Spawns `mihari --config FILE run JOB --run-id R [--route NAME]` in a new session, output
+/// appended to the job's log.
+pub fn spawn_run(
+    binary: &Path,
+    config: &Config,
+    job: &JobSpec,
+    plan: &RestartPlan,
+) -> Result<Child, String> {
+    // Both streams into the log, appended; without a log, nowhere.
+    let (output, errors) = match &job.log {
+        Some(log) => {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|error| {
+                    format!(
+                        "cannot open the job's log '{}' for its output: {error}",
+                        log.display()
+                    )
+                })?;
+            let second = file
+                .try_clone()
+                .map_err(|error| format!("cannot share the log handle: {error}"))?;
+            (Stdio::from(file), Stdio::from(second))
+        }
+        None => (Stdio::null(), Stdio::null()),
+    };
+    let mut command = Command::new(binary);
+    command
+        .arg("--config")
+        .arg(&config.source)
+        .args(["run", &job.id, "--run-id", &plan.run_id]);
+    if let Some(route) = &plan.route {
+        command.args(["--route", route]);
+    }
+    command
+        .current_dir(&plan.cwd)
+        .stdin(Stdio::null())
+        .stdout(output)
+        .stderr(errors);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent; it only makes
+    // the child the leader of a new session (and process group), detached from our terminal.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn().map_err(|error| {
+        format!(
+            "cannot start '{}' for the restart: {error}",
+            binary.display()
+        )
+    })
+}
+
+/// Waits until the spawned process holds the job's lock (alive, same PID), at most `grace`.
+/// The child is reaped in the background afterwards, so it never lingers as a zombie of a
+/// long-running dashboard.
+pub fn verify(mut child: Child, lock: Option<&Path>, grace: Duration) -> Result<(), String> {
+    let pid = child.id();
+    let deadline = Instant::now() + grace;
+    let verdict = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                break Err(format!(
+                    "pid {pid} exited ({status}) before holding the lock; see the job's log"
+                ));
+            }
+            Ok(None) => {}
+            Err(error) => break Err(format!("cannot watch pid {pid}: {error}")),
+        }
+        let Some(lock) = lock else {
+            // Without a lock there is nothing to verify against: alive after a moment counts.
+            if Instant::now() + grace / 2 >= deadline {
+                break Ok(());
+            }
+            thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        if let Reading::Found(holder) = read_lock(lock)
+            && holder.pid == Some(pid)
+            && holder.liveness == Liveness::Alive
+        {
+            break Ok(());
+        }
+        if Instant::now() >= deadline {
+            break Err(format!(
+                "pid {pid} did not hold the lock within {} s",
+                grace.as_secs()
+            ));
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    thread::spawn(move || {
+        let _ = child.wait();
+    });
+    verdict
+}
