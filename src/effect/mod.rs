@@ -73,8 +73,12 @@ impl Outcome {
 /// How long a restarted job has to take its lock before the restart counts as failed.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The mihari binary the restart spawns as `mihari run`: this one, unless overridden.
+/// The mihari binary a restart spawns as `mihari run`: `$MIHARI_BINARY` when set (for
+/// embedding mihari's library in another program), else this executable.
 pub fn mihari_binary() -> PathBuf {
+    if let Some(binary) = std::env::var_os("MIHARI_BINARY").filter(|b| !b.is_empty()) {
+        return PathBuf::from(binary);
+    }
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mihari"))
 }
 

@@ -1,1 +1,831 @@
-//! `mihari run JOB`: a job's command under its lock. (being written)
+//! `mihari run JOB`: a job's command under its lock, watched until it exits.
+//!
+//! This file owns the whole life of one supervised run: taking the job's lock with
+//! `flock(LOCK_EX | LOCK_NB)` (so two runs of one job can never overlap), writing the JSON
+//! lock that the probes judge (`pid` and `start_time` of this process, field 22 of
+//! `/proc/self/stat`), starting the command in its own process group with its output appended
+//! to the job's log, forwarding SIGTERM, SIGINT and SIGHUP to that group, recording
+//! `started`, `exited`, `failed` or `duplicate` in the event log, and removing the lock when
+//! the job is over — only while the lock still names this process. The job matters more
+//! than the record: when the state store cannot be opened or written, the job still runs and
+//! a warning goes to stderr. No store transaction is ever held while the job runs, and no
+//! event ever carries a path or a command line. It judges nothing about other jobs.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, FdFlag, Flock, FlockArg, fcntl};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::{Config, JobSpec};
+use crate::core::text::inert;
+use crate::probe::lock::parse_lock;
+use crate::store::{Kind, NewEvent, Store};
+
+/// The job, its route or its run id cannot be run as asked: fix the jobs file or the
+/// arguments. The same code as a refused jobs file, so "3" always means "mihari's setup".
+pub const EXIT_CONFIG: u8 = 3;
+/// The signal handlers or the small runtime could not be set up (`EX_OSERR`).
+pub const EXIT_OS_ERROR: u8 = 71;
+/// The lock or the log cannot be opened or written (`EX_CANTCREAT`).
+pub const EXIT_CANNOT_CREATE: u8 = 73;
+/// Another process holds the job's lock (`EX_TEMPFAIL`: try again later).
+pub const EXIT_ALREADY_RUNNING: u8 = 75;
+/// The command exists but cannot be executed, or its working folder is unusable (as a shell).
+pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+/// The command was not found (as a shell).
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// A winner of the lock is between `flock` and writing its JSON for a few microseconds; a
+/// loser that reads the file in that moment sees it empty. It waits this long, at most, for
+/// the PID to appear before saying "pid unknown".
+const HOLDER_WAIT: Duration = Duration::from_millis(200);
+/// A lock file is a PID and a little JSON; more than this is not one we wrote.
+const LOCK_READ_LIMIT: u64 = 64 * 1024;
+
+/// Everything one run needs, resolved from the jobs file before anything is touched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub job: String,
+    /// argv, never a shell string.
+    pub argv: Vec<String>,
+    /// `restart.cwd`, else the jobs file's folder.
+    pub cwd: PathBuf,
+    /// `restart.env`, added to mihari's own environment.
+    pub env: BTreeMap<String, String>,
+    pub lock: PathBuf,
+    /// Where stdout and stderr are appended; `None` inherits mihari's own.
+    pub log: Option<PathBuf>,
+    pub route: Option<String>,
+    pub run_id: String,
+    /// The workspace as it appears in the event log: a short hash, never the path.
+    pub workspace_hash: Option<String>,
+    /// The jobs file, absolute, handed to the job as `MIHARI_CONFIG` so that its own
+    /// `mihari heartbeat` and `mihari approval request` find the same jobs and state store.
+    pub config_file: PathBuf,
+}
+
+/// Resolves what `mihari run JOB [--route NAME] [--run-id ID]` will do, or says what is
+/// missing from the jobs file. `now` names the run when no run id is given.
+pub fn plan(
+    config: &Config,
+    job_id: &str,
+    route: Option<&str>,
+    run_id: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Plan, String> {
+    let job = find_job(config, job_id)?;
+    let Some(lock) = job.lock.clone() else {
+        return Err(format!(
+            "job '{}' declares no 'lock': add `lock: /path/to/{}.lock` to it in '{}' so two \
+             runs can never overlap",
+            job.id,
+            job.id,
+            config.source.display()
+        ));
+    };
+    let restart = job.restart.as_ref();
+    let argv = match route {
+        Some(name) => {
+            let routes = restart.map(|r| r.routes.as_slice()).unwrap_or_default();
+            match routes.iter().find(|r| r.name == name) {
+                Some(found) => found.command.clone(),
+                None if routes.is_empty() => {
+                    return Err(format!(
+                        "job '{}' has no route '{}': it declares no 'restart.routes'",
+                        job.id,
+                        inert(name)
+                    ));
+                }
+                None => {
+                    let names: Vec<&str> = routes.iter().map(|r| r.name.as_str()).collect();
+                    return Err(format!(
+                        "job '{}' has no route '{}': its routes are '{}'",
+                        job.id,
+                        inert(name),
+                        names.join("', '")
+                    ));
+                }
+            }
+        }
+        None => match restart.and_then(|r| r.command.clone()) {
+            Some(command) => command,
+            None => {
+                return Err(format!(
+                    "job '{}' declares no 'restart.command': add the argv to run, e.g. \
+                     `restart: {{command: [\"python3\", \"job.py\"]}}`, in '{}'",
+                    job.id,
+                    config.source.display()
+                ));
+            }
+        },
+    };
+    if argv.first().is_none_or(|program| program.is_empty()) {
+        return Err(format!("job '{}' has an empty command", job.id));
+    }
+    let config_file = std::path::absolute(&config.source).unwrap_or(config.source.clone());
+    let folder = config_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let cwd = restart.and_then(|r| r.cwd.clone()).unwrap_or(folder);
+    let run_id = match run_id {
+        Some(given) => checked_run_id(given)?,
+        None => format!(
+            "{}-{}-{}",
+            job.id,
+            now.format("%Y%m%dT%H%M%S"),
+            std::process::id()
+        ),
+    };
+    Ok(Plan {
+        job: job.id.clone(),
+        argv,
+        cwd,
+        env: restart.map(|r| r.env.clone()).unwrap_or_default(),
+        lock,
+        log: job.log.clone(),
+        route: route.map(str::to_string),
+        run_id,
+        workspace_hash: job.workspace_key().map(crate::store::workspace_hash),
+        config_file,
+    })
+}
+
+/// The job `id` in `config`, or an error listing the ones there are.
+pub fn find_job<'a>(config: &'a Config, id: &str) -> Result<&'a JobSpec, String> {
+    config.jobs.iter().find(|j| j.id == id).ok_or_else(|| {
+        let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+        let known = if ids.is_empty() {
+            "it has no jobs".to_string()
+        } else {
+            format!("its jobs are '{}'", ids.join("', '"))
+        };
+        format!(
+            "no job '{}' in '{}': {known}",
+            inert(id),
+            config.source.display()
+        )
+    })
+}
+
+/// A run id goes into the lock and the event log as is, so it must be short and plain.
+fn checked_run_id(given: &str) -> Result<String, String> {
+    let plain = !given.is_empty()
+        && given.len() <= 128
+        && given
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:-+@".contains(c));
+    if plain {
+        Ok(given.to_string())
+    } else {
+        Err(format!(
+            "run id '{}' is not accepted: use 1 to 128 letters, digits and . _ : - + @",
+            inert(given)
+        ))
+    }
+}
+
+/// The JSON written into the lock: who holds it (this process, by PID and start time), what
+/// it runs, and for which run.
+pub fn lock_json(pid: u32, start_time: Option<u64>, argv: &[String], run_id: &str) -> String {
+    let cmdline: Vec<String> = argv.iter().map(|word| inert(word)).collect();
+    let mut fields = serde_json::Map::new();
+    fields.insert("pid".into(), pid.into());
+    if let Some(ticks) = start_time {
+        fields.insert("start_time".into(), ticks.into());
+    }
+    fields.insert("cmdline".into(), cmdline.join(" ").into());
+    fields.insert("run_id".into(), run_id.into());
+    format!("{}\n", serde_json::Value::Object(fields))
+}
+
+/// How the job ended, in the event log's words, and the code `mihari run` exits with: the
+/// job's own, or 128 + the signal that killed it, as a shell reports it.
+pub fn describe_exit(status: ExitStatus) -> (String, u8) {
+    if let Some(code) = status.code() {
+        return (format!("exit {code}"), (code & 0xff) as u8);
+    }
+    match status.signal() {
+        Some(number) => {
+            let name = Signal::try_from(number).map_or_else(
+                |_| format!("signal {number}"),
+                |signal| signal.as_str().to_string(),
+            );
+            let core = if status.core_dumped() {
+                " (core dumped)"
+            } else {
+                ""
+            };
+            (
+                format!("killed by {name}{core}"),
+                128u8.wrapping_add((number & 0x7f) as u8),
+            )
+        }
+        None => ("ended in an unknown way".to_string(), 1),
+    }
+}
+
+/// The event log, when there is one. A store that cannot be written costs a warning, never
+/// the job.
+struct Record<'a, W: Write> {
+    store: Option<Store>,
+    err: &'a mut W,
+}
+
+impl<W: Write> Record<'_, W> {
+    fn append(&mut self, event: NewEvent) {
+        if let Some(store) = self.store.as_mut()
+            && let Err(error) = store.append(event)
+        {
+            let _ = writeln!(
+                self.err,
+                "mihari: warning: the event was not recorded ({error}); the job is unaffected"
+            );
+        }
+    }
+}
+
+/// Runs `plan` to the end and returns the exit code of `mihari run` (see the `EXIT_*`
+/// constants; otherwise the job's own code, or 128 + signal). `store` is `None` when the
+/// state store could not be opened: the job runs all the same, unrecorded.
+pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
+    let mut record = Record { store, err };
+    let event = |kind| {
+        NewEvent::new(kind)
+            .job(&plan.job)
+            .run(Some(&plan.run_id))
+            .route(plan.route.as_deref())
+            .workspace_hash(plan.workspace_hash.clone())
+    };
+
+    // The runtime and the signal handlers come first: once the lock is ours, a SIGTERM must
+    // be forwarded to the job, never kill this process and orphan the lock.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = writeln!(
+                record.err,
+                "mihari: cannot start the supervisor's runtime: {error}"
+            );
+            return EXIT_OS_ERROR;
+        }
+    };
+    let _context = runtime.enter();
+    let signals = match Forwarded::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            let _ = writeln!(
+                record.err,
+                "mihari: cannot install the signal handlers that forward SIGTERM, SIGINT and \
+                 SIGHUP to the job: {error}"
+            );
+            return EXIT_OS_ERROR;
+        }
+    };
+
+    let lock = match acquire(&plan.lock) {
+        Acquired::Held(lock) => lock,
+        Acquired::Busy(holder) => {
+            let _ = writeln!(
+                record.err,
+                "mihari: {} already running ({}){}",
+                plan.job,
+                holder.pid_words(),
+                holder.note
+            );
+            record.append(
+                event(Kind::Duplicate).reason(format!("already running ({})", holder.pid_words())),
+            );
+            return EXIT_ALREADY_RUNNING;
+        }
+        Acquired::Error(error) => {
+            let _ = writeln!(record.err, "mihari: {error}");
+            return EXIT_CANNOT_CREATE;
+        }
+    };
+    let pid = std::process::id();
+    let content = lock_json(
+        pid,
+        crate::probe::proc::self_start_ticks(),
+        &plan.argv,
+        &plan.run_id,
+    );
+    if let Err(error) = lock.write(&content) {
+        let _ = writeln!(
+            record.err,
+            "mihari: cannot write the lock '{}': {error}",
+            plan.lock.display()
+        );
+        lock.release(pid, record.err);
+        return EXIT_CANNOT_CREATE;
+    }
+
+    // Written before the effect starts (SPEC §5): the record says a start was attempted even
+    // when the spawn fails a moment later.
+    record.append(event(Kind::Started).reason(format!("pid {pid}")));
+
+    let mut command = match prepare(plan, &lock) {
+        Ok(command) => command,
+        Err((reason, code, message)) => {
+            let _ = writeln!(record.err, "mihari: {message}");
+            record.append(event(Kind::Failed).reason(reason));
+            lock.release(pid, record.err);
+            return code;
+        }
+    };
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            let (reason, code) = spawn_failure(&error);
+            let _ = writeln!(
+                record.err,
+                "mihari: cannot start job '{}' ('{}' in '{}'): {error}",
+                plan.job,
+                inert(&plan.argv[0]),
+                plan.cwd.display()
+            );
+            record.append(event(Kind::Failed).reason(reason));
+            lock.release(pid, record.err);
+            return code;
+        }
+    };
+    let status = runtime.block_on(supervise(child, signals));
+    match status {
+        Ok(status) => {
+            let (reason, code) = describe_exit(status);
+            record.append(event(Kind::Exited).reason(reason));
+            lock.release(pid, record.err);
+            code
+        }
+        Err(error) => {
+            let _ = writeln!(
+                record.err,
+                "mihari: lost track of job '{}' (cannot wait for it: {error}); the lock is \
+                 left in place",
+                plan.job
+            );
+            record.append(event(Kind::Failed).reason("cannot wait for the job"));
+            EXIT_OS_ERROR
+        }
+    }
+}
+
+/// The command, ready to spawn: its own process group, its folder and environment, stdin
+/// closed, output appended to the log. Errors carry the event reason (no paths), the exit
+/// code and the message for the operator (with paths).
+fn prepare(plan: &Plan, lock: &HeldLock) -> Result<tokio::process::Command, (String, u8, String)> {
+    match fs::metadata(&plan.cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err((
+                "the working folder is not a folder".into(),
+                EXIT_CANNOT_EXECUTE,
+                format!(
+                    "the working folder '{}' of job '{}' is not a folder: fix restart.cwd",
+                    plan.cwd.display(),
+                    plan.job
+                ),
+            ));
+        }
+        Err(error) => {
+            return Err((
+                format!("cannot use the working folder: {}", error.kind()),
+                EXIT_CANNOT_EXECUTE,
+                format!(
+                    "cannot use the working folder '{}' of job '{}': {error}; create it or fix \
+                     restart.cwd",
+                    plan.cwd.display(),
+                    plan.job
+                ),
+            ));
+        }
+    }
+    let mut command = tokio::process::Command::new(&plan.argv[0]);
+    command
+        .args(&plan.argv[1..])
+        .current_dir(&plan.cwd)
+        .env("MIHARI_JOB", &plan.job)
+        .env("MIHARI_RUN_ID", &plan.run_id)
+        .env("MIHARI_CONFIG", &plan.config_file)
+        .envs(&plan.env)
+        .stdin(Stdio::null())
+        // Its own group: a Ctrl-C in mihari's terminal reaches mihari, which forwards it to
+        // the whole job (its children too) once, instead of the terminal racing us.
+        .process_group(0);
+    if let Some(log) = &plan.log {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .open(log)
+            .and_then(|file| Ok((file.try_clone()?, file)));
+        match file {
+            Ok((out, errors)) => {
+                command.stdout(out).stderr(errors);
+            }
+            Err(error) => {
+                return Err((
+                    format!("cannot open the log: {}", error.kind()),
+                    EXIT_CANNOT_CREATE,
+                    format!(
+                        "cannot open the log '{}' of job '{}' for appending: {error}; create \
+                         its folder or fix 'log'",
+                        log.display(),
+                        plan.job
+                    ),
+                ));
+            }
+        }
+    }
+    // The job inherits the locked descriptor, as under flock(1): if this supervisor is ever
+    // killed outright, the job itself still holds the lock, and a second `mihari run` is
+    // refused instead of starting a twin beside it.
+    if let Err(errno) = fcntl(lock.file(), FcntlArg::F_SETFD(FdFlag::empty())) {
+        return Err((
+            "cannot pass the lock to the job".into(),
+            EXIT_OS_ERROR,
+            format!("cannot pass the lock to job '{}': {errno}", plan.job),
+        ));
+    }
+    Ok(command)
+}
+
+/// The event reason and exit code for a command that could not be started, as a shell
+/// would report it: 127 not found, 126 anything else that prevents executing it.
+fn spawn_failure(error: &io::Error) -> (String, u8) {
+    match error.kind() {
+        io::ErrorKind::NotFound => ("cannot start: command not found".into(), EXIT_NOT_FOUND),
+        io::ErrorKind::PermissionDenied => (
+            "cannot start: permission denied".into(),
+            EXIT_CANNOT_EXECUTE,
+        ),
+        kind => (format!("cannot start: {kind}"), EXIT_CANNOT_EXECUTE),
+    }
+}
+
+/// The signals `mihari run` forwards to the job's process group.
+struct Forwarded {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Forwarded {
+    /// Must run inside the runtime's context. From here on these signals no longer end this
+    /// process; they are queued for [`supervise`].
+    fn install() -> io::Result<Self> {
+        Ok(Forwarded {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// Waits for the job, forwarding every SIGTERM, SIGINT and SIGHUP to its process group until
+/// it has exited. Nothing polls: the task sleeps until a signal or the child's exit.
+async fn supervise(
+    mut child: tokio::process::Child,
+    mut signals: Forwarded,
+) -> io::Result<ExitStatus> {
+    // The group id is the child's PID (process_group(0)). It stays reserved until the child
+    // is reaped, which only `wait` below does, so the signal can never reach a stranger.
+    let group = child.id().and_then(|id| i32::try_from(id).ok());
+    loop {
+        let forward = tokio::select! {
+            status = child.wait() => return status,
+            Some(()) = signals.terminate.recv() => Signal::SIGTERM,
+            Some(()) = signals.interrupt.recv() => Signal::SIGINT,
+            Some(()) = signals.hangup.recv() => Signal::SIGHUP,
+        };
+        if let Some(group) = group {
+            // ESRCH: the group has just emptied; the wait above will say how it ended.
+            let _ = killpg(Pid::from_raw(group), forward);
+        }
+    }
+}
+
+/// The outcome of trying to take a job's lock.
+enum Acquired {
+    Held(HeldLock),
+    Busy(Holder),
+    Error(String),
+}
+
+/// Who holds a lock we could not take, as far as its content tells.
+struct Holder {
+    pid: Option<u32>,
+    /// Said after the PID when the holder's own process is gone but something it started
+    /// still holds the lock.
+    note: String,
+}
+
+impl Holder {
+    fn pid_words(&self) -> String {
+        match self.pid {
+            Some(pid) => format!("pid {pid}"),
+            None => "pid unknown".to_string(),
+        }
+    }
+}
+
+/// The job's lock file, opened and `flock`ed by this process.
+struct HeldLock {
+    flock: Flock<File>,
+    path: PathBuf,
+}
+
+/// Opens (creating, 0644, never truncating: the content belongs to whoever holds it) and
+/// `flock`s the lock at `path`.
+///
+/// A lock file is removed when its run ends, so between our `open` and our `flock` the
+/// previous holder may have unlinked it: the lock we got is then on a file nobody else will
+/// ever open. The path is checked to still name the very file we locked; if not, we retry
+/// with the new one.
+fn acquire(path: &Path) -> Acquired {
+    for _ in 0..16 {
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+        {
+            Ok(file) => file,
+            Err(error) => {
+                let hint = match error.kind() {
+                    io::ErrorKind::NotFound => "; create its folder first",
+                    io::ErrorKind::PermissionDenied => "; fix the permissions or the 'lock' path",
+                    _ => "",
+                };
+                return Acquired::Error(format!(
+                    "cannot open the lock '{}': {error}{hint}",
+                    path.display()
+                ));
+            }
+        };
+        match file.metadata() {
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => {
+                return Acquired::Error(format!(
+                    "the lock '{}' is not a regular file: remove it or fix the 'lock' path",
+                    path.display()
+                ));
+            }
+            Err(error) => {
+                return Acquired::Error(format!(
+                    "cannot read the lock '{}': {error}",
+                    path.display()
+                ));
+            }
+        }
+        let flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(flock) => flock,
+            Err((_, Errno::EWOULDBLOCK)) => return Acquired::Busy(read_holder(path)),
+            Err((_, errno)) => {
+                return Acquired::Error(format!("cannot lock '{}': {errno}", path.display()));
+            }
+        };
+        let same_file = match (flock.metadata(), fs::metadata(path)) {
+            (Ok(ours), Ok(named)) => ours.dev() == named.dev() && ours.ino() == named.ino(),
+            _ => false,
+        };
+        if same_file {
+            return Acquired::Held(HeldLock {
+                flock,
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    Acquired::Error(format!(
+        "the lock '{}' kept being replaced while taking it; try again",
+        path.display()
+    ))
+}
+
+/// Reads who holds the lock at `path`, waiting briefly for a winner that has not written its
+/// PID yet.
+fn read_holder(path: &Path) -> Holder {
+    let deadline = std::time::Instant::now() + HOLDER_WAIT;
+    loop {
+        let text = read_limited(path).unwrap_or_default();
+        if let Ok(content) = parse_lock(&text) {
+            let gone = matches!(
+                crate::probe::proc::lookup(content.pid),
+                crate::probe::proc::ProcLookup::Gone | crate::probe::proc::ProcLookup::Zombie(_)
+            );
+            let note = if gone {
+                format!(
+                    "; pid {} is gone, but a process it started still holds the lock",
+                    content.pid
+                )
+            } else {
+                String::new()
+            };
+            return Holder {
+                pid: Some(content.pid),
+                note,
+            };
+        }
+        if std::time::Instant::now() >= deadline {
+            return Holder {
+                pid: None,
+                note: String::new(),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn read_limited(path: &Path) -> io::Result<String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    file.take(LOCK_READ_LIMIT).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+impl HeldLock {
+    fn file(&self) -> &File {
+        &self.flock
+    }
+
+    /// Replaces the lock's content: truncate, write, fsync, so a crash never leaves half a
+    /// PID behind.
+    fn write(&self, content: &str) -> io::Result<()> {
+        let file = self.file();
+        file.set_len(0)?;
+        file.write_all_at(content.as_bytes(), 0)?;
+        file.sync_all()
+    }
+
+    /// Removes the lock file if it still names `pid` (re-read first: someone may have
+    /// released and re-taken it), then releases the `flock`. The order matters: a file is
+    /// only ever removed while we hold its lock.
+    fn release(self, pid: u32, err: &mut impl Write) {
+        let ours = read_limited(&self.path)
+            .ok()
+            .and_then(|text| parse_lock(&text).ok())
+            .is_some_and(|content| content.pid == pid);
+        if ours {
+            if let Err(error) = fs::remove_file(&self.path)
+                && error.kind() != io::ErrorKind::NotFound
+            {
+                let _ = writeln!(
+                    err,
+                    "mihari: warning: cannot remove the lock '{}': {error}; remove it by hand \
+                     (mihari release)",
+                    self.path.display()
+                );
+            }
+        } else {
+            let _ = writeln!(
+                err,
+                "mihari: warning: the lock '{}' no longer names pid {pid}; left in place",
+                self.path.display()
+            );
+        }
+        drop(self.flock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn config(yaml: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.yaml");
+        std::fs::write(&path, yaml).expect("write jobs");
+        let config = crate::config::load(&path).expect("valid jobs file");
+        (dir, config)
+    }
+
+    const JOBS: &str = "
+jobs:
+  - id: a
+    lock: a.lock
+    log: a.log
+    workspace: /data/a
+    should_run_when: [resource_free]
+    restart:
+      command: [sh, -c, 'echo a']
+      env: { X: '1' }
+      routes:
+        - { name: local, command: [echo, local] }
+  - id: no_lock
+    log: b.log
+    should_run_when: [resource_free]
+    resource_lock: r.lock
+    restart: { command: [echo] }
+  - id: no_command
+    lock: c.lock
+    log: c.log
+    should_run_when: [resource_free]
+";
+
+    #[test]
+    fn plan_resolves_command_route_cwd_and_hash() {
+        let (dir, config) = config(JOBS);
+        let now = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        let plan = plan(&config, "a", None, None, now).expect("plan");
+        assert_eq!(plan.argv, ["sh", "-c", "echo a"]);
+        assert_eq!(plan.cwd, dir.path());
+        assert_eq!(plan.lock, dir.path().join("a.lock"));
+        assert_eq!(plan.env.get("X").map(String::as_str), Some("1"));
+        assert_eq!(
+            plan.run_id,
+            format!("a-20231114T221320-{}", std::process::id())
+        );
+        assert_eq!(
+            plan.workspace_hash,
+            Some(crate::store::workspace_hash(Path::new("/data/a")))
+        );
+        let routed = super::plan(&config, "a", Some("local"), Some("r-1"), now).expect("plan");
+        assert_eq!(routed.argv, ["echo", "local"]);
+        assert_eq!(routed.run_id, "r-1");
+    }
+
+    #[test]
+    fn plan_refusals_say_what_is_missing() {
+        let (_dir, config) = config(JOBS);
+        let now = Utc::now();
+        let rows = [
+            ("nope", None, None, "no job 'nope'"),
+            ("no_lock", None, None, "declares no 'lock'"),
+            ("no_command", None, None, "declares no 'restart.command'"),
+            ("a", Some("cloud"), None, "its routes are 'local'"),
+            (
+                "no_command",
+                Some("x"),
+                None,
+                "declares no 'restart.routes'",
+            ),
+            ("a", None, Some("has space"), "run id 'has space'"),
+            ("a", None, Some(""), "run id ''"),
+        ];
+        for (job, route, run_id, expected) in rows {
+            let error = plan(&config, job, route, run_id, now).expect_err(job);
+            assert!(error.contains(expected), "{job}: {error}");
+        }
+    }
+
+    #[test]
+    fn lock_json_is_what_parse_lock_reads() {
+        let argv = vec!["python3".to_string(), "job\u{1b}[2J.py".to_string()];
+        let text = lock_json(4242, Some(98765), &argv, "run-1");
+        let content = parse_lock(&text).expect("parses");
+        assert_eq!(content.pid, 4242);
+        assert_eq!(content.start_time, Some(98765));
+        assert_eq!(content.cmdline.as_deref(), Some("python3 job.py"));
+        assert_eq!(content.run_id.as_deref(), Some("run-1"));
+        let without = lock_json(7, None, &argv, "r");
+        assert_eq!(parse_lock(&without).expect("parses").start_time, None);
+    }
+
+    #[test]
+    fn exits_are_described_like_a_shell() {
+        let status = |script: &str| {
+            Command::new("sh")
+                .args(["-c", script])
+                .status()
+                .expect("sh runs")
+        };
+        assert_eq!(describe_exit(status("exit 0")), ("exit 0".into(), 0));
+        assert_eq!(describe_exit(status("exit 3")), ("exit 3".into(), 3));
+        assert_eq!(
+            describe_exit(status("kill -TERM $$")),
+            ("killed by SIGTERM".into(), 143)
+        );
+        assert_eq!(
+            describe_exit(status("kill -KILL $$")),
+            ("killed by SIGKILL".into(), 137)
+        );
+    }
+
+    #[test]
+    fn spawn_failures_map_to_shell_codes() {
+        let not_found = io::Error::from(io::ErrorKind::NotFound);
+        assert_eq!(spawn_failure(&not_found).1, 127);
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(spawn_failure(&denied).1, 126);
+    }
+}
