@@ -599,3 +599,49 @@ fn approvals_are_decided_from_the_shell_and_a_job_sees_the_answer() {
     let claims = store.open_claims().unwrap();
     assert!(claims.iter().all(|c| c.state != ClaimState::Claimed));
 }
+
+#[test]
+fn a_job_that_outlived_its_killed_wrapper_is_unknown_never_dead() {
+    let sandbox = Sandbox::new();
+    sandbox.config("", "");
+    sandbox.dead_lock();
+    assert_eq!(
+        sandbox
+            .mihari(&["restart", "collect", "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    // Kill only the wrapper: the job keeps the flock it inherited.
+    let wrapper = sandbox.lock_pid().unwrap();
+    kill(Pid::from_raw(wrapper as i32), Signal::SIGKILL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{wrapper}")).exists() && !zombie(wrapper) {
+        assert!(Instant::now() < deadline);
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = sandbox.mihari(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = &report["jobs"][0];
+    assert_eq!(job["state"], "UNKNOWN", "{job:#}");
+    assert!(
+        job["reasons"].to_string().contains("still flock'ed"),
+        "{job:#}"
+    );
+    // Neither a release nor a restart may act on it.
+    assert_eq!(
+        sandbox
+            .mihari(&["release", "collect", "--yes"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        sandbox
+            .mihari(&["restart", "collect", "--yes"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert!(sandbox.path("collect.lock").exists());
+}

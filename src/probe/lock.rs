@@ -345,7 +345,57 @@ pub fn read_lock(path: &Path) -> Reading<LockHolder> {
     let text = String::from_utf8_lossy(&bytes);
     // The clocks are read after the lookup (inside `start_wall`), so a process that started
     // a moment ago is never "after now".
-    Reading::Found(judge_lock(&text, modified, proc::lookup, proc::start_wall))
+    let mut holder = judge_lock(&text, modified, proc::lookup, proc::start_wall);
+    if holder.liveness == Liveness::Dead {
+        use std::os::unix::fs::MetadataExt;
+        match flocked(meta.dev(), meta.ino()) {
+            Some(true) => {
+                // `mihari run` hands the locked descriptor to the job: when the wrapper is
+                // killed outright, the job still holds the flock. Not dead: never released,
+                // never restarted beside it.
+                holder.liveness = Liveness::Unknown;
+                holder.why = format!(
+                    "{}, but the lock file is still flock'ed by a live process (the job \
+                     outlived its wrapper)",
+                    holder.why
+                );
+                holder.started_at = None;
+            }
+            Some(false) => {}
+            None => {
+                holder.liveness = Liveness::Unknown;
+                holder.why = format!(
+                    "{}, but /proc/locks cannot be read to tell whether the file is still \
+                     flock'ed",
+                    holder.why
+                );
+            }
+        }
+    }
+    Reading::Found(holder)
+}
+
+/// Whether some process holds a `flock` on the file (device, inode), from `/proc/locks`;
+/// `None` when that cannot be read.
+pub fn flocked(dev: u64, ino: u64) -> Option<bool> {
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    Some(flock_in_table(&table, dev, ino))
+}
+
+/// Pure: whether `/proc/locks` text lists a FLOCK on (device, inode). The device is written
+/// as "major:minor" in hex, the inode in decimal.
+pub fn flock_in_table(table: &str, dev: u64, ino: u64) -> bool {
+    let wanted = format!(
+        "{:02x}:{:02x}:{ino}",
+        nix::libc::major(dev),
+        nix::libc::minor(dev)
+    );
+    table.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 12345 fd:01:1234567 0 EOF"; a "->" marks a waiter.
+        let fields: Vec<&str> = fields.into_iter().filter(|f| *f != "->").collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&wanted.as_str())
+    })
 }
 
 /// Lock content for a message: at most 60 characters, inert, with '…' when cut.
@@ -356,6 +406,27 @@ fn quote(text: &str) -> String {
         cut.push('…');
     }
     inert(&cut)
+}
+
+#[cfg(test)]
+mod flock_tests {
+    use super::flock_in_table;
+
+    #[test]
+    fn a_flock_on_the_inode_is_found_and_others_are_not() {
+        let dev = nix::libc::makedev(0xfe, 0x00);
+        let table = "1: POSIX  ADVISORY  READ 19530 fe:00:10338734 128 128\n\
+                     2: FLOCK  ADVISORY  WRITE 4242 fe:00:777 0 EOF\n\
+                     3: -> FLOCK  ADVISORY  WRITE 4243 fe:00:888 0 EOF\n";
+        assert!(flock_in_table(table, dev, 777));
+        assert!(flock_in_table(table, dev, 888));
+        assert!(
+            !flock_in_table(table, dev, 10338734),
+            "a POSIX lock is not a flock"
+        );
+        assert!(!flock_in_table(table, dev, 999));
+        assert!(!flock_in_table(table, nix::libc::makedev(8, 1), 777));
+    }
 }
 
 #[cfg(test)]
