@@ -116,6 +116,13 @@ fn run() -> Result<(), String> {
     })?
     .ok_or_else(|| format!("the filtered screen did not show:\n{}", dash.dump()))?;
     dash.drain_for(SETTLE)?;
+    // Said before the window opens, so a tracer (strace -c -f -p PID) can be attached to it.
+    println!(
+        "idle window: {idle_secs} s from now, dashboard pid {}, quiet files {:.1} s old",
+        dash.pid(),
+        sandbox.written.elapsed().as_secs_f64() + quiet_age as f64
+    );
+    io::stdout().flush().map_err(|e| e.to_string())?;
 
     let idle = measure_idle(&mut dash, Duration::from_secs(idle_secs), tck)?;
     let flip = measure_flips(&mut dash, &sandbox, flips)?;
@@ -167,8 +174,10 @@ impl Holders {
             .position(|c| c.id() == pid)
             .ok_or_else(|| format!("{pid} is not one of ours"))?;
         let mut child = self.children.swap_remove(at);
-        child.kill().map_err(|e| format!("kill {pid}: {e}"))?;
-        child.wait().map_err(|e| format!("waitpid {pid}: {e}"))?;
+        let killed = child.kill();
+        let reaped = child.wait();
+        killed.map_err(|e| format!("kill {pid}: {e}"))?;
+        reaped.map_err(|e| format!("waitpid {pid}: {e}"))?;
         Ok(())
     }
 }
@@ -191,6 +200,8 @@ struct Sandbox {
     /// Where lock files are written before being renamed into place: not a watched folder.
     staging: PathBuf,
     held_pid: u32,
+    /// When the quiet files were written (their mtime, unless back-dated).
+    written: Instant,
 }
 
 impl Sandbox {
@@ -202,6 +213,7 @@ impl Sandbox {
             fs::create_dir(dir.join(sub)).map_err(|e| format!("mkdir {sub}: {e}"))?;
         }
         let back_date = SystemTime::now() - Duration::from_secs(quiet_age);
+        let written = Instant::now();
         let quiet_file = |path: &Path, text: &str| -> Result<(), String> {
             write(path, text)?;
             if quiet_age > 0 {
@@ -261,6 +273,7 @@ impl Sandbox {
             held_lock: dir.join("measured/held.lock"),
             staging: dir.join("staging"),
             held_pid,
+            written,
             root,
         })
     }
@@ -757,9 +770,9 @@ fn report(
     };
 
     println!();
-    println!("{:<40} {:<14} {:<26} result", "measure", "target", "figure");
+    println!("{:<40} {:<16} {:<27} result", "measure", "target", "figure");
     println!(
-        "{:<40} {:<14} {:<26} {}",
+        "{:<40} {:<16} {:<27} {}",
         format!("idle CPU, {:.0} s, {QUIET_JOBS} quiet jobs", idle.secs),
         format!("<= {IDLE_TARGET_PERCENT:.3} %"),
         format!(
@@ -769,14 +782,14 @@ fn report(
         verdict(idle.percent <= IDLE_TARGET_PERCENT)
     );
     println!(
-        "{:<40} {:<14} {:<26} {}",
+        "{:<40} {:<16} {:<27} {}",
         format!("progress write -> new state ({})", both.count()),
         format!("p99 <= {}", ms(LATENCY_TARGET)),
         p99_text(&both),
         verdict(p99_ok(&both))
     );
     println!(
-        "{:<40} {:<14} {:<26} {}",
+        "{:<40} {:<16} {:<27} {}",
         format!("holder killed -> DEAD_LOCK_STALE ({})", kills.0.count()),
         format!("p99 <= {}", ms(LATENCY_TARGET)),
         p99_text(&kills.0),

@@ -179,9 +179,33 @@ fn the_demo_dashboard_in_tmux_shows_every_state_follows_keys_and_cleans_up() {
         Duration::from_secs(10),
     );
 
-    // The decision keys say they are not built, and do nothing.
-    tmux.keys(&["Escape", "Escape", "r"]);
-    tmux.wait_for(&["nothing was done"], Duration::from_secs(5));
+    // A restart through the dialog: Cancel is focused first; Tab, Enter restarts it, and
+    // the new holder is verified; the events view shows the record.
+    tmux.keys(&["Escape", "Escape", "/", "dead_lock", "Enter", "r"]);
+    tmux.wait_for(
+        &[
+            "restart 'dead_lock'?",
+            "[ Cancel ]",
+            "[ Restart ]",
+            "argv",
+            "holder",
+        ],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Tab", "Enter"]);
+    tmux.wait_for(&["holds its lock"], Duration::from_secs(20));
+    tmux.keys(&["e"]);
+    tmux.wait_for(
+        &[
+            "events: job dead_lock",
+            "confirmed",
+            "claimed",
+            "spawned",
+            "verified",
+        ],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Escape"]);
 
     // q quits, the terminal is given back, and every simulated job is gone.
     tmux.keys(&["q"]);

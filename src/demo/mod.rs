@@ -425,7 +425,8 @@ fn wait_for(path: &Path, lines: usize) -> std::io::Result<()> {
     }
 }
 
-/// The sandbox's jobs file: every state and bucket of SPEC §4, thresholds in seconds.
+/// The sandbox's jobs file: every state and bucket of SPEC §4, thresholds in seconds. Restart
+/// commands leave the lock to `mihari run`, which a restart runs them under.
 fn jobs_yaml(exe: &Path) -> String {
     let exe = exe.display();
     format!(
@@ -444,7 +445,7 @@ jobs:
     should_run_when: [not_complete, resource_free]
     auto_restart_blocked_reason: server-side error not yet understood
     restart:
-      command: ["{exe}", "sim", "worker", "--lock", "jobs/seed303.lock", "--log", "jobs/seed303.log", "--progress", "jobs/seed303.progress"]
+      command: ["{exe}", "sim", "worker", "--log", "jobs/seed303.log", "--progress", "jobs/seed303.progress"]
       cwd: .
   - id: frozen
     name: Training run frozen with SIGSTOP
@@ -465,7 +466,7 @@ jobs:
     expected_total: 400
     should_run_when: [not_complete]
     restart:
-      command: ["{exe}", "sim", "worker", "--lock", "jobs/dead.lock", "--log", "jobs/dead.log", "--progress", "jobs/dead.progress", "--total", "400"]
+      command: ["{exe}", "sim", "worker", "--log", "jobs/dead.log", "--progress", "jobs/dead.progress", "--total", "400"]
       cwd: .
   - id: crashed
     name: Crawler that crashed after running
@@ -479,7 +480,7 @@ jobs:
     auto_restart: true
     auto_restart_reason: "cause known: upstream 503s; procedure: rerun, it resumes from the progress file"
     restart:
-      command: ["{exe}", "sim", "worker", "--lock", "jobs/crashed.lock", "--log", "jobs/crashed.log", "--progress", "jobs/crashed.progress", "--total", "1000"]
+      command: ["{exe}", "sim", "worker", "--log", "jobs/crashed.log", "--progress", "jobs/crashed.progress", "--total", "1000"]
       cwd: .
   - id: never_started
     name: Next batch, never started
@@ -490,7 +491,7 @@ jobs:
     expected_total: 500
     should_run_when: [not_complete, resource_free]
     restart:
-      command: ["{exe}", "sim", "worker", "--lock", "jobs/next.lock", "--log", "jobs/next.log", "--progress", "jobs/next.progress", "--total", "500"]
+      command: ["{exe}", "sim", "worker", "--log", "jobs/next.log", "--progress", "jobs/next.progress", "--total", "500"]
       cwd: .
   - id: complete
     name: Yesterday's export

@@ -190,14 +190,11 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
         if !unpolled.is_empty() && next_holder_poll.is_none() {
             next_holder_poll = Some(Utc::now() + HOLDER_POLL);
         }
-        let deadline = [
-            engine.next_deadline(&snapshot),
-            Some(model.next_tick()),
-            next_holder_poll,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let engine_deadline = engine.next_deadline(&snapshot);
+        let deadline = [engine_deadline, Some(model.next_tick()), next_holder_poll]
+            .into_iter()
+            .flatten()
+            .min();
         let sleep = deadline
             .map(|at| (at - Utc::now()).to_std().unwrap_or(StdDuration::ZERO))
             .unwrap_or(StdDuration::from_secs(3600));
@@ -206,7 +203,9 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             input = inbox.recv() => input,
             () = tokio::time::sleep(sleep) => None,
         };
-        let timer_fired = first.is_none();
+        // A display tick only redraws ages; a verdict is judged again only when one of the
+        // engine's own deadlines (a stall, a check) has come.
+        let timer_fired = first.is_none() && engine_deadline.is_some_and(|at| at <= Utc::now());
         let mut batch: Vec<Input> = first.into_iter().collect();
         if batch.iter().any(|i| matches!(i, Input::Trigger(_))) {
             tokio::time::sleep(COALESCE).await;

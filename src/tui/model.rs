@@ -341,26 +341,89 @@ impl Model {
         row.progress_age_sec.map(|age| age + drift)
     }
 
-    /// The next moment the screen would read differently with nothing else happening: an age
-    /// crossing its display step, or the header clock's minute. Steps are aligned so that many
-    /// quiet jobs change together, once a minute, instead of one after another.
-    pub fn next_tick(&self) -> DateTime<Utc> {
-        let minute = next_boundary(self.now, 60);
-        let mut next = minute;
-        if let Some(snapshot) = &self.snapshot {
-            for row in snapshot.list.rows() {
-                if let Some(age) = self.age_now(row) {
-                    let step = age_step(age);
-                    if step < 60 {
-                        let into = age % step as f64;
-                        let wait_ms = ((step as f64 - into) * 1000.0).ceil() as i64;
-                        let at = self.now + Duration::milliseconds(wait_ms.max(1));
-                        next = next.min(at);
-                    }
+    /// The ages the screen shows, in seconds: the rows in view, and the selected job's
+    /// progress and evidence when its detail is on screen. Only these can make a tick worth
+    /// drawing.
+    fn shown_ages(&self) -> Vec<f64> {
+        let Some(snapshot) = &self.snapshot else {
+            return Vec::new();
+        };
+        let areas = self.areas();
+        let mut ages = Vec::new();
+        if let Some(list) = areas.list.filter(|_| self.events.is_none()) {
+            let height = layout::list_inner_height(list);
+            for row in self.rows().iter().skip(self.list_scroll).take(height) {
+                if let Row::Job(a) = row
+                    && let Some(age) = self.age_now(a)
+                {
+                    ages.push(age);
                 }
             }
         }
-        next
+        if areas.detail.is_some()
+            && let Some(id) = self.selected.as_deref()
+        {
+            if let Some(age) = self.selected_row().and_then(|a| self.age_now(a)) {
+                ages.push(age);
+            }
+            if let Some(seen) = snapshot.evidence_of(id) {
+                let since =
+                    |at: DateTime<Utc>| (self.now - at).num_milliseconds().max(0) as f64 / 1000.0;
+                let stamps = [
+                    seen.log
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .map(|f| f.modified),
+                    seen.progress_file
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .map(|f| f.modified),
+                    seen.progress_table
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .map(|t| t.newest),
+                    seen.manifest
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .map(|m| m.updated_at),
+                    seen.heartbeat
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .map(|h| h.at),
+                ];
+                ages.extend(stamps.into_iter().flatten().map(since));
+            }
+        }
+        ages
+    }
+
+    /// What a tick can change on screen: the header clock and the shown ages, as displayed.
+    fn tick_signature(&self) -> (i64, Vec<i64>) {
+        let minute = self.now.timestamp().div_euclid(60);
+        let ages = self
+            .shown_ages()
+            .into_iter()
+            .map(|age| {
+                let step = age_step(age);
+                (age as i64).div_euclid(step) * step
+            })
+            .collect();
+        (minute, ages)
+    }
+
+    /// The next moment the screen would read differently with nothing else happening: the
+    /// header clock's minute, or a shown age crossing its display step. Ticks fall on
+    /// wall-clock boundaries of the smallest step in view, so a hundred quiet jobs cost one
+    /// wake-up per step, not one each; an age may show up to one step late.
+    pub fn next_tick(&self) -> DateTime<Utc> {
+        let step = self
+            .shown_ages()
+            .into_iter()
+            .map(age_step)
+            .min()
+            .unwrap_or(60)
+            .min(60);
+        next_boundary(self.now, step)
     }
 
     fn select_first_if_needed(&mut self) {
@@ -522,8 +585,12 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
         }
         Msg::Tick(now) => {
             if now > model.now {
+                // Draw only if something shown reads differently now.
+                let before = model.tick_signature();
                 model.now = now;
-                model.dirty = true;
+                if model.tick_signature() != before {
+                    model.dirty = true;
+                }
             }
             None
         }
