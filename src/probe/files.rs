@@ -62,3 +62,51 @@ pub fn not_a_file(meta: &Metadata) -> String {
     };
     format!("it is {what}, not a file")
 }
+
+/// A small regular file read whole: its metadata, its modification time and up to
+/// `limit + 1` bytes (so the caller can tell "too large").
+pub struct SmallFile {
+    pub meta: std::fs::Metadata,
+    pub modified: DateTime<Utc>,
+    pub bytes: Vec<u8>,
+}
+
+/// Reads a small regular file for a probe: `Empty` when it does not exist, a fault when it
+/// is not a regular file or cannot be read. Opened with O_NONBLOCK, so a FIFO where the file
+/// should be faults instead of hanging the whole pass.
+pub fn read_small(path: &Path, limit: u64) -> Result<SmallFile, Reading<std::convert::Infallible>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Err(Reading::Empty),
+        Err(error) => return Err(super::fault(path, error)),
+    };
+    let meta = file.metadata().map_err(|error| super::fault(path, error))?;
+    if !meta.is_file() {
+        return Err(super::fault(path, not_a_file(&meta)));
+    }
+    let modified = modified_utc(&meta).map_err(|error| super::fault(path, error))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| super::fault(path, error))?;
+    Ok(SmallFile {
+        meta,
+        modified,
+        bytes,
+    })
+}
+
+/// Turns the `Empty` or fault of [`read_small`] into a reading of any type.
+pub fn absent<T>(reading: Reading<std::convert::Infallible>) -> Reading<T> {
+    match reading {
+        Reading::Empty => Reading::Empty,
+        Reading::Fault(error) => Reading::Fault(error),
+        Reading::Found(never) => match never {},
+    }
+}

@@ -7,9 +7,6 @@
 //! without processes. It must never round "cannot tell" down to dead: a dead verdict can lead
 //! to a restart, and restarting a healthy job runs it twice. It never deletes or writes locks.
 
-use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -300,31 +297,14 @@ pub fn judge_holder(
 /// exist, a fault when it cannot be read (a directory, permission denied), otherwise the
 /// holder with its liveness.
 pub fn read_lock(path: &Path) -> Reading<LockHolder> {
-    // O_NONBLOCK: a FIFO where the lock should be must fault, not hang the whole pass.
-    let file = match File::options()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
+    let super::files::SmallFile {
+        meta,
+        modified,
+        bytes,
+    } = match super::files::read_small(path, LOCK_READ_LIMIT) {
         Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Reading::Empty,
-        Err(error) => return super::fault(path, error),
+        Err(reading) => return super::files::absent(reading),
     };
-    let meta = match file.metadata() {
-        Ok(meta) => meta,
-        Err(error) => return super::fault(path, error),
-    };
-    if !meta.is_file() {
-        return super::fault(path, super::files::not_a_file(&meta));
-    }
-    let modified = match super::files::modified_utc(&meta) {
-        Ok(modified) => modified,
-        Err(error) => return super::fault(path, error),
-    };
-    let mut bytes = Vec::new();
-    if let Err(error) = file.take(LOCK_READ_LIMIT + 1).read_to_end(&mut bytes) {
-        return super::fault(path, error);
-    }
     if bytes.len() as u64 > LOCK_READ_LIMIT {
         return Reading::Found(LockHolder {
             pid: None,

@@ -8,9 +8,6 @@
 //! it keeps inert.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
@@ -30,31 +27,12 @@ const MANIFEST_READ_LIMIT: u64 = 4 * 1024 * 1024;
 /// cleanup); a fault when it cannot be read or is not a valid manifest (a half-written file
 /// included: the seed rewrites it in place).
 pub fn read_manifest(path: &Path) -> Reading<ManifestReading> {
-    // O_NONBLOCK: a FIFO where the manifest should be must fault, not hang the pass.
-    let file = match File::options()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
+    let super::files::SmallFile {
+        modified, bytes, ..
+    } = match super::files::read_small(path, MANIFEST_READ_LIMIT) {
         Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Reading::Empty,
-        Err(error) => return super::fault(path, error),
+        Err(reading) => return super::files::absent(reading),
     };
-    let meta = match file.metadata() {
-        Ok(meta) => meta,
-        Err(error) => return super::fault(path, error),
-    };
-    if !meta.is_file() {
-        return super::fault(path, super::files::not_a_file(&meta));
-    }
-    let modified = match super::files::modified_utc(&meta) {
-        Ok(modified) => modified,
-        Err(error) => return super::fault(path, error),
-    };
-    let mut bytes = Vec::new();
-    if let Err(error) = file.take(MANIFEST_READ_LIMIT + 1).read_to_end(&mut bytes) {
-        return super::fault(path, error);
-    }
     if bytes.len() as u64 > MANIFEST_READ_LIMIT {
         return super::fault(
             path,

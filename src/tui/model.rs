@@ -426,15 +426,19 @@ impl Model {
         next_boundary(self.now, step)
     }
 
-    fn select_first_if_needed(&mut self) {
-        let ids: Vec<String> = self
-            .rows()
+    /// The ids of the job rows shown, in order.
+    fn job_ids(&self) -> Vec<String> {
+        self.rows()
             .iter()
             .filter_map(|r| match r {
                 Row::Job(a) => Some(a.id.clone()),
                 Row::Heading { .. } => None,
             })
-            .collect();
+            .collect()
+    }
+
+    fn select_first_if_needed(&mut self) {
+        let ids = self.job_ids();
         let keep = self
             .selected
             .as_ref()
@@ -447,14 +451,7 @@ impl Model {
 
     /// Moves the selection `delta` job rows (negative is up), clamped at the ends.
     fn move_selection(&mut self, delta: isize) {
-        let ids: Vec<String> = self
-            .rows()
-            .iter()
-            .filter_map(|r| match r {
-                Row::Job(a) => Some(a.id.clone()),
-                Row::Heading { .. } => None,
-            })
-            .collect();
+        let ids = self.job_ids();
         if ids.is_empty() {
             self.selected = None;
             return;
