@@ -5,7 +5,9 @@
 
 mod check;
 pub mod decide;
+pub mod digest;
 pub mod jobside;
+pub mod shell;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -84,6 +86,14 @@ pub enum Command {
     Claim(jobside::ClaimArgs),
     /// The event log, oldest first (`--json`: one object per line).
     Events(jobside::EventsArgs),
+    /// The daily digest: everything that did not interrupt anyone, grouped by job.
+    Digest(digest::DigestArgs),
+    /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
+    Completions {
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), on stdout.
+    Man,
     /// A simulated job of the demo (internal).
     #[command(hide = true)]
     Sim(crate::demo::sim::SimArgs),
@@ -122,6 +132,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Some(Command::Claim(args)) => jobside::claim(cli.config.as_deref(), args),
         Some(Command::Events(args)) => jobside::events(cli.config.as_deref(), args, &mut out),
+        Some(Command::Digest(args)) => digest::run(cli.config.as_deref(), args, &mut out),
+        Some(Command::Completions { shell: which }) => shell::completions(which, &mut out),
+        Some(Command::Man) => shell::man(&mut out),
         Some(Command::Tui) | None => {
             drop(out);
             crate::tui::run(cli.config.as_deref())

@@ -10,7 +10,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 1] = [
+const MIGRATIONS: [&str; 2] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -78,6 +78,33 @@ const MIGRATIONS: [&str; 1] = [
         started_ms INTEGER NOT NULL,
         updated_ms INTEGER NOT NULL
     );
+    ",
+    // 2: escalation episodes and the daily digest.
+    "
+    CREATE TABLE episodes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        ended_ms INTEGER,
+        escalated_ms INTEGER,
+        message TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX episodes_open ON episodes (job, kind) WHERE ended_ms IS NULL;
+    CREATE TABLE digests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        cut_ms INTEGER NOT NULL,
+        delivered_ms INTEGER
+    );
+    CREATE TABLE digest_items (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        job TEXT,
+        category TEXT NOT NULL,
+        text TEXT NOT NULL,
+        digest_id INTEGER REFERENCES digests (id)
+    );
+    CREATE INDEX digest_items_by_digest ON digest_items (digest_id, at_ms);
     ",
 ];
 
