@@ -15,3 +15,4 @@ pub mod engine;
 pub mod probe;
 pub mod store;
 pub mod tui;
+pub mod watch;

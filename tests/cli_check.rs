@@ -578,6 +578,9 @@ fn check_prometheus_exposes_state_and_age() {
     );
     assert!(stdout.contains("mihari_dispatch_held 1"));
     assert!(stdout.contains("mihari_progress_age_seconds{job=\"running\"}"));
+    assert!(stdout.contains("mihari_restarts_24h{job=\"running\"} 0"));
+    assert!(stdout.contains("mihari_done{job=\"running\"} 1200"));
+    assert!(stdout.contains("mihari_expected_total{job=\"running\"} 5121"));
 }
 
 #[test]

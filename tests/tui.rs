@@ -10,6 +10,8 @@ use mihari::config::{CheckSpec, JobSpec, Predicate, RestartSpec, Timeouts};
 use mihari::core::decision::{
     ApprovalPlan, Cooldown, Decision, FileIdentity, HolderView, ReleasePlan, RestartPlan,
 };
+use mihari::core::digest::{Digest, DigestCategory, DigestItem};
+use mihari::core::escalate::{Condition, EscalationKind};
 use mihari::core::{Bucket, PendingApproval, State};
 use mihari::core::{
     CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
@@ -18,7 +20,7 @@ use mihari::core::{
 use mihari::engine::Action;
 use mihari::engine::Snapshot;
 use mihari::store::{Actor, Event};
-use mihari::tui::model::{Command, Focus, Model, Msg, Pane, update};
+use mihari::tui::model::{Command, DigestView, Focus, Model, Msg, Pane, update};
 use mihari::tui::theme::Theme;
 use mihari::tui::view::view;
 use ratatui::Terminal;
@@ -586,8 +588,119 @@ fn decision_keys_propose_for_the_selected_job() {
     );
     assert!(model.dialog.is_none());
     assert!(draw(&model).contains("restart is offered on RESTART"));
-    press(&mut model, "D");
-    assert!(model.status.clone().unwrap().contains("digest"));
+    assert_eq!(press(&mut model, "D"), vec![Command::LoadDigest]);
+}
+
+fn digest_item(id: i64, job: &str, category: DigestCategory, text: &str) -> DigestItem {
+    DigestItem {
+        id,
+        at: now() - Duration::hours(12) + Duration::minutes(id),
+        job: Some(job.into()),
+        category,
+        text: text.into(),
+    }
+}
+
+#[test]
+fn the_digest_view_shows_the_digest_and_marks_it_read() {
+    let mut model = model_at(80, 24);
+    assert_eq!(press(&mut model, "D"), vec![Command::LoadDigest]);
+    let digest = Digest {
+        id: 7,
+        cut: now() - Duration::hours(1),
+        delivered: None,
+        items: vec![
+            digest_item(
+                1,
+                "collect_raw",
+                DigestCategory::StallSeen,
+                "RUNNING -> STALLED",
+            ),
+            digest_item(
+                2,
+                "export",
+                DigestCategory::MachineRestart,
+                "restarted by the machine",
+            ),
+            digest_item(
+                3,
+                "export",
+                DigestCategory::Suppressed,
+                "restart skipped: cap spent",
+            ),
+        ],
+    };
+    update(
+        &mut model,
+        Msg::Digest(Ok(DigestView {
+            latest: Some(digest),
+            previous: vec![],
+            pending: vec![digest_item(
+                4,
+                "labels",
+                DigestCategory::Completed,
+                "5121 of 5121",
+            )],
+            scroll: 0,
+        })),
+    );
+    let screen = draw(&model);
+    for shown in [
+        "digest 7",
+        "collect_raw",
+        "STALLED",
+        "export",
+        "queued since the last cut: 1",
+    ] {
+        assert!(screen.contains(shown), "{shown} missing:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+    assert_eq!(press(&mut model, "m"), vec![Command::MarkDigestRead(7)]);
+    update(&mut model, key(KeyCode::Esc));
+    assert!(model.digest.is_none());
+}
+
+#[test]
+fn a_new_escalation_rings_the_bell_once_and_shows_a_banner_until_a_key() {
+    let mut model = model_at(80, 24);
+    let condition = Condition {
+        job: "export".into(),
+        kind: EscalationKind::HumanOnly,
+        message: "export is DEAD_LOCK_STALE and needs a restart only a human may do".into(),
+    };
+    let bell = update(
+        &mut model,
+        Msg::Escalations(vec![condition.clone()], vec![condition.clone()]),
+    );
+    assert_eq!(bell, Some(Command::Bell));
+    assert!(draw(&model).contains("NOW: export is DEAD_LOCK_STALE"));
+    // The same condition again: no bell.
+    assert_eq!(
+        update(
+            &mut model,
+            Msg::Escalations(vec![condition.clone()], vec![])
+        ),
+        None
+    );
+    press(&mut model, "j");
+    assert!(!draw(&model).contains("NOW:"), "a key dismisses the banner");
+}
+
+#[test]
+fn a_broken_rule_of_no_job_heads_the_red_section() {
+    let (jobs, evidence) = fleet();
+    let snapshot = Snapshot::judge_with_rules(
+        &jobs,
+        evidence,
+        vec!["no machine is watching: the watcher (pid 77) is gone".into()],
+        now(),
+    );
+    let mut model = Model::new(jobs, "/etc/mihari/jobs.yaml".into(), Theme::plain(), now());
+    update(&mut model, Msg::Resize(120, 40));
+    update(&mut model, Msg::Snapshot(snapshot));
+    let screen = draw(&model);
+    assert!(screen.contains("\"RED 2"), "{screen}");
+    assert!(screen.contains("✖ no machine is watching"), "{screen}");
 }
 
 #[test]

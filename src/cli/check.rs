@@ -81,10 +81,11 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         .collect();
     writeln!(
         out,
-        "mihari check · {} · {total} job{} · {}",
+        "mihari check · {} · {total} job{} · {} · {}",
         snapshot.generated_at.format("%Y-%m-%d %H:%M:%S UTC"),
         if total == 1 { "" } else { "s" },
-        counts.join(" · ")
+        counts.join(" · "),
+        snapshot.watcher.words()
     )?;
     if let Some(why) = &list.dispatch_held {
         writeln!(out, "dispatch held: {}", inert(why))?;
@@ -109,13 +110,17 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         .max()
         .unwrap_or(0)
         .clamp(8, 32);
-    for bucket in Bucket::ORDER {
-        let rows: Vec<&Assessment> = list.bucket(bucket).collect();
-        if rows.is_empty() {
+    for (bucket, count) in list.counts() {
+        if count == 0 {
             continue;
         }
-        writeln!(out, "\n{} ({})", bucket.as_str(), rows.len())?;
-        for row in rows {
+        writeln!(out, "\n{} ({count})", bucket.as_str())?;
+        if bucket == Bucket::Red {
+            for rule in &list.rules {
+                writeln!(out, "  ✖ {}", inert(rule))?;
+            }
+        }
+        for row in list.bucket(bucket) {
             write_row(row, width, out)?;
         }
     }

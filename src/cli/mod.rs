@@ -56,6 +56,18 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// The machine watcher: keeps watch when no one looks, restarts only what the rules
+    /// allow, escalates the four kinds at once and queues the rest for the daily digest.
+    /// One per state_dir (exit 75 if another runs). `--once`: one pass, `check`'s codes.
+    Watch {
+        /// One pass, for cron or a systemd timer.
+        #[arg(long)]
+        once: bool,
+        /// With --once: how often the timer runs it, in seconds (a pass older than twice this
+        /// means nothing is watching).
+        #[arg(long, default_value_t = 300, value_name = "SEC")]
+        interval: u64,
+    },
     /// Restart a job (RESTART and DISPATCH rows): shows what will run, asks, then spawns
     /// `mihari run JOB` detached and verifies it takes the lock. Exit 0 done, 1 not done
     /// (declined, refused, suppressed, duplicate), 2 failed, 3 bad config.
@@ -89,9 +101,7 @@ pub enum Command {
     /// The daily digest: everything that did not interrupt anyone, grouped by job.
     Digest(digest::DigestArgs),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    Completions { shell: clap_complete::Shell },
     /// The man page (roff), on stdout.
     Man,
     /// A simulated job of the demo (internal).
@@ -119,6 +129,10 @@ pub fn run(cli: Cli) -> ExitCode {
             crate::demo::run(dir.as_deref(), dashboard, &mut out)
         }
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
+        Some(Command::Watch { once, interval }) => {
+            drop(out);
+            crate::watch::run(cli.config.as_deref(), once, interval)
+        }
         Some(Command::Restart { job, yes }) => {
             decide::restart(cli.config.as_deref(), &job, yes, &mut out)
         }

@@ -47,6 +47,11 @@ impl State {
         }
     }
 
+    /// The state spelled `text` ("STALLED"), if it is one.
+    pub fn parse(text: &str) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
     pub const ALL: [State; 7] = [
         State::DeadLockStale,
         State::Unknown,
@@ -213,12 +218,19 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         }
     }
 
+    let broken = !evidence.history.broken_rules.is_empty();
+    for rule in &evidence.history.broken_rules {
+        reasons.push(format!("rule broken: {rule}"));
+    }
+    let timeouts = timeouts_exceeded(job, state, &evidence.history, now);
+    reasons.extend(timeouts.iter().cloned());
+
     let bucket = match state {
         State::DeadLockStale => Some(Bucket::Restart),
         State::ShouldBeRunning if started_before => Some(Bucket::Restart),
-        _ if check_failed => Some(Bucket::Red),
+        _ if check_failed || broken => Some(Bucket::Red),
         State::Stalled | State::Unknown => Some(Bucket::Stale),
-        _ if check_trouble => Some(Bucket::Stale),
+        _ if check_trouble || !timeouts.is_empty() => Some(Bucket::Stale),
         State::ShouldBeRunning => Some(Bucket::Dispatch),
         _ => None,
     };
@@ -527,6 +539,85 @@ fn has_started_before(evidence: &Evidence) -> bool {
         || present(&evidence.progress_table)
         || present(&evidence.lock)
         || present(&evidence.heartbeat)
+}
+
+/// The timeouts of seed 003 that `job` has exceeded at `now`, each named: waiting to run
+/// (`queue_sec`), one attempt (`attempt_sec`), a run across restarts (`total_sec`). Heartbeat
+/// loss is `stall_sec` (STALLED). Time spent waiting for an approval is not counted.
+pub fn timeouts_exceeded(
+    job: &JobSpec,
+    state: State,
+    history: &super::evidence::History,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut exceeded = Vec::new();
+    let timeouts = &job.timeouts;
+    if state == State::ShouldBeRunning
+        && let (Some(limit), Some(since)) = (timeouts.queue_sec, history.waiting_since)
+    {
+        let waited = seconds_between(since, now);
+        if waited > limit as f64 {
+            exceeded.push(format!(
+                "timeout: queue_sec exceeded: waiting to run for {} (limit {limit} s)",
+                fmt_secs(waited)
+            ));
+        }
+    }
+    if matches!(state, State::Running | State::Stalled) {
+        let budgets = [
+            (
+                "attempt_sec",
+                timeouts.attempt_sec,
+                history.attempt_started,
+                "this attempt",
+            ),
+            (
+                "total_sec",
+                timeouts.total_sec,
+                history.run_started,
+                "this run, across restarts,",
+            ),
+        ];
+        for (name, limit, started, what) in budgets {
+            let (Some(limit), Some(started)) = (limit, started) else {
+                continue;
+            };
+            let held = approval_wait_sec(&history.approval_waits, started, now);
+            let spent = (seconds_between(started, now) - held).max(0.0);
+            if spent > limit as f64 {
+                let held_words = if held > 0.0 {
+                    format!("; {} waiting for approval not counted", fmt_secs(held))
+                } else {
+                    String::new()
+                };
+                exceeded.push(format!(
+                    "timeout: {name} exceeded: {what} has run {} (limit {limit} s{held_words})",
+                    fmt_secs(spent)
+                ));
+            }
+        }
+    }
+    exceeded
+}
+
+/// Seconds of approval waits that fall between `from` and `now`.
+pub fn approval_wait_sec(
+    waits: &[(DateTime<Utc>, Option<DateTime<Utc>>)],
+    from: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> f64 {
+    waits
+        .iter()
+        .map(|(asked, answered)| {
+            let start = (*asked).max(from);
+            let end = answered.unwrap_or(now).min(now);
+            if end > start {
+                seconds_between(start, end)
+            } else {
+                0.0
+            }
+        })
+        .sum()
 }
 
 /// Seconds from `then` to `now`, never negative (a file stamped in the future is fresh).

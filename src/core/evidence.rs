@@ -191,4 +191,27 @@ pub struct Evidence {
     pub pending_approvals: Vec<PendingApproval>,
     /// Whether the event log records a start of this job (filled once the state store exists).
     pub started_before: bool,
+    /// What the event log says about this job's runs and restarts.
+    pub history: History,
+}
+
+/// What the event log says about a job, for timeouts, the daily cap and the broken rules.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct History {
+    /// When the current attempt started (the last `started` event), and its run id.
+    pub attempt_started: Option<DateTime<Utc>>,
+    pub run_id: Option<String>,
+    /// When the current run started (its first `started`), across restarts.
+    pub run_started: Option<DateTime<Utc>>,
+    /// Approval waits (requested, decided or still open) of this job: time a human held
+    /// the job up, which no time budget counts.
+    pub approval_waits: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// Since when the job has been waiting to run (it entered SHOULD_BE_RUNNING).
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// Every spawn (restart) of this job in the last 24 h, oldest first.
+    pub spawns_24h: Vec<DateTime<Utc>>,
+    /// The watcher's automatic spawns of this job in the last 24 h, oldest first.
+    pub auto_spawns_24h: Vec<DateTime<Utc>>,
+    /// Rules found broken for this job, in words ("the last restart failed: ..."): RED.
+    pub broken_rules: Vec<String>,
 }

@@ -5,14 +5,18 @@
 //! what makes every verdict reproducible in a table-driven test.
 
 pub mod assess;
+pub mod auto;
 pub mod decision;
+pub mod digest;
+pub mod escalate;
 pub mod evidence;
 pub mod order;
 pub mod text;
+pub mod watch;
 
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::{
-    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, LineCount, Liveness,
+    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
     LockHolder, ManifestReading, PendingApproval, Reading, TableReading,
 };
-pub use order::{ActionList, order};
+pub use order::{ActionList, order, order_with_rules};

@@ -14,8 +14,10 @@ pub struct ActionList {
     pub actions: Vec<Assessment>,
     /// RUNNING, COMPLETE and NOT_RUNNING jobs with nothing to do, in jobs-file order.
     pub rest: Vec<Assessment>,
-    /// Why dispatch is held (the RED jobs), or `None` when nothing is RED.
+    /// Why dispatch is held (the RED jobs and rules), or `None` when nothing is RED.
     pub dispatch_held: Option<String>,
+    /// Rules found broken that belong to no job ("no machine is watching"): RED.
+    pub rules: Vec<String>,
 }
 
 impl ActionList {
@@ -31,25 +33,43 @@ impl ActionList {
             .filter(move |a| a.bucket == Some(bucket))
     }
 
-    /// How many rows each bucket holds, in [`Bucket::ORDER`].
+    /// How many rows each bucket holds, in [`Bucket::ORDER`]; a broken rule counts as RED.
     pub fn counts(&self) -> [(Bucket, usize); 4] {
-        Bucket::ORDER.map(|bucket| (bucket, self.bucket(bucket).count()))
+        Bucket::ORDER.map(|bucket| {
+            let rules = if bucket == Bucket::Red {
+                self.rules.len()
+            } else {
+                0
+            };
+            (bucket, self.bucket(bucket).count() + rules)
+        })
     }
 
     /// The most severe bucket present, if any.
     pub fn worst(&self) -> Option<Bucket> {
-        self.actions.iter().filter_map(|a| a.bucket).min()
+        let rules = (!self.rules.is_empty()).then_some(Bucket::Red);
+        self.actions
+            .iter()
+            .filter_map(|a| a.bucket)
+            .chain(rules)
+            .min()
     }
 }
 
 /// Sorts assessments (given in jobs-file order) into the action list and marks DISPATCH
 /// rows held while any job is RED.
 pub fn order(assessments: Vec<Assessment>) -> ActionList {
-    let red: Vec<&str> = assessments
+    order_with_rules(assessments, Vec::new())
+}
+
+/// [`order`], with rules found broken that belong to no job: they are RED, and hold dispatch.
+pub fn order_with_rules(assessments: Vec<Assessment>, rules: Vec<String>) -> ActionList {
+    let mut red: Vec<&str> = assessments
         .iter()
         .filter(|a| a.bucket == Some(Bucket::Red))
         .map(|a| a.id.as_str())
         .collect();
+    red.extend(rules.iter().map(String::as_str));
     let dispatch_held = (!red.is_empty()).then(|| format!("RED: {}", red.join(", ")));
 
     let (mut actions, rest): (Vec<Assessment>, Vec<Assessment>) =
@@ -68,5 +88,6 @@ pub fn order(assessments: Vec<Assessment>) -> ActionList {
         actions,
         rest,
         dispatch_held,
+        rules,
     }
 }

@@ -12,6 +12,7 @@ pub mod recover;
 pub mod release;
 pub mod run;
 pub mod spawn;
+pub mod watch_lock;
 
 use std::path::{Path, PathBuf};
 

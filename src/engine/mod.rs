@@ -8,7 +8,16 @@
 //! which jobs a changed path belongs to, and the next moment a verdict can change by time
 //! alone. It never draws and never blocks on a check: checks are handed out to run elsewhere.
 
+pub mod live;
+mod record;
 pub mod triggers;
+
+pub use record::WatcherStatus;
+
+/// The watch lock's file name inside `state_dir`.
+pub fn record_watch_lock_name() -> &'static str {
+    record::WATCH_LOCK
+}
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -22,8 +31,8 @@ use crate::core::decision::{
     policy_words, release_refusal, restart_refusal,
 };
 use crate::core::{
-    ActionList, Assessment, CheckOutcome, Evidence, HeartbeatReading, Liveness, PendingApproval,
-    Reading, State, assess, order,
+    ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, assess,
+    order_with_rules,
 };
 use crate::probe::{Prober, checks};
 use crate::store::{Actor, Store};
@@ -37,11 +46,23 @@ pub struct Snapshot {
     pub list: ActionList,
     /// Things the operator should know that are not about one job ("no watcher yet").
     pub notices: Vec<String>,
+    /// Whether a machine watcher watches these jobs.
+    pub watcher: WatcherStatus,
 }
 
 impl Snapshot {
     /// Judges `evidence` (in jobs-file order, one per job of `jobs`) at `now`.
     pub fn judge(jobs: &[JobSpec], evidence: Vec<Evidence>, now: DateTime<Utc>) -> Snapshot {
+        Snapshot::judge_with_rules(jobs, evidence, Vec::new(), now)
+    }
+
+    /// [`Snapshot::judge`], with rules found broken that belong to no job.
+    pub fn judge_with_rules(
+        jobs: &[JobSpec],
+        evidence: Vec<Evidence>,
+        rules: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Snapshot {
         let assessments: Vec<Assessment> = jobs
             .iter()
             .zip(&evidence)
@@ -50,8 +71,9 @@ impl Snapshot {
         Snapshot {
             generated_at: now,
             evidence: jobs.iter().map(|j| j.id.clone()).zip(evidence).collect(),
-            list: order(assessments),
+            list: order_with_rules(assessments, rules),
             notices: Vec::new(),
+            watcher: WatcherStatus::Never,
         }
     }
 
@@ -110,6 +132,8 @@ pub struct Engine {
     /// The state store, read for heartbeats, approvals and past starts; `None` when it cannot
     /// be opened (a notice says why).
     store: Option<Store>,
+    /// Whether a machine watcher watches this state_dir, as last read.
+    watcher: WatcherStatus,
 }
 
 /// What the operator asks for on a job.
@@ -123,11 +147,7 @@ pub enum Action {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        let mut notices = vec![format!(
-            "no watcher yet: no machine watcher has run for state_dir '{}', so nothing \
-             watches these jobs while no one looks",
-            config.settings.state_dir.display()
-        )];
+        let mut notices = Vec::new();
         let store = match Store::open(&config.settings.state_dir, Actor::Cli) {
             Ok(store) => Some(store),
             Err(error) => {
@@ -146,6 +166,7 @@ impl Engine {
             notices,
             checks_out: HashSet::new(),
             store,
+            watcher: WatcherStatus::Never,
         }
     }
 
@@ -234,11 +255,12 @@ impl Engine {
         if first {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
         }
+        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
-                let store_part = store_evidence(self.store.as_ref(), &job.id);
+                let store_part = record::job_record(self.store.as_ref(), job, now);
                 *seen = self.prober.gather(job);
-                (seen.heartbeat, seen.pending_approvals, seen.started_before) = store_part;
+                store_part.apply(seen);
             }
         }
         self.reassess(now)
@@ -251,9 +273,9 @@ impl Engine {
             return self.refresh(None, now);
         }
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            (seen.heartbeat, seen.pending_approvals, seen.started_before) =
-                store_evidence(self.store.as_ref(), &job.id);
+            record::job_record(self.store.as_ref(), job, now).apply(seen);
         }
+        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         self.reassess(now)
     }
 
@@ -417,8 +439,13 @@ impl Engine {
                 seen
             })
             .collect();
-        let mut snapshot = Snapshot::judge(&self.config.jobs, evidence, now);
+        let rules = self.watcher.broken_rule(now).into_iter().collect();
+        let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
         snapshot.notices = self.notices.clone();
+        if let Some(notice) = self.watcher.notice(&self.config.settings.state_dir) {
+            snapshot.notices.insert(0, notice);
+        }
+        snapshot.watcher = self.watcher.clone();
         snapshot
     }
 
@@ -457,7 +484,38 @@ impl Engine {
                 }
             }
         }
+        // The watcher's death is news too: the dashboard must say at once that nothing watches.
+        if let WatcherStatus::Alive { pid, .. } = self.watcher
+            && let Reading::Found(holder) = crate::probe::lock::read_lock(&self.watch_lock_path())
+            && holder.pid == Some(pid)
+            && let Some(ticks) = holder.start_ticks
+        {
+            holders.insert((pid, ticks));
+        }
         holders.into_iter().collect()
+    }
+
+    /// The machine watcher's lock in `state_dir`.
+    pub fn watch_lock_path(&self) -> PathBuf {
+        self.config.settings.state_dir.join(record::WATCH_LOCK)
+    }
+
+    /// The live watcher's PID, as last read.
+    pub fn watcher_pid(&self) -> Option<u32> {
+        match self.watcher {
+            WatcherStatus::Alive { pid, .. } => Some(pid),
+            _ => None,
+        }
+    }
+
+    /// Whether a machine watcher watches, as last read.
+    pub fn watcher(&self) -> &WatcherStatus {
+        &self.watcher
+    }
+
+    /// The state store this engine reads, when it could be opened.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
     }
 
     /// The jobs whose lock or resource lock is held by `pid`.
@@ -480,8 +538,10 @@ impl Engine {
     /// or a check falling due. `None` when nothing changes until something happens.
     pub fn next_deadline(&self, snapshot: &Snapshot) -> Option<DateTime<Utc>> {
         let mut next: Option<DateTime<Utc>> = None;
+        // Only moments still ahead: one already past changed its verdict at this judgment,
+        // and waking for it again would spin.
         let mut consider = |at: DateTime<Utc>| {
-            if next.is_none_or(|n| at < n) {
+            if at > snapshot.generated_at && next.is_none_or(|n| at < n) {
                 next = Some(at);
             }
         };
@@ -498,6 +558,33 @@ impl Engine {
                 let at =
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
+            }
+            if let Some(seen) = snapshot.evidence_of(&job.id) {
+                let history = &seen.history;
+                let timeouts = &job.timeouts;
+                if row.state == State::ShouldBeRunning
+                    && let (Some(limit), Some(since)) = (timeouts.queue_sec, history.waiting_since)
+                {
+                    consider(since + Duration::seconds(limit as i64) + Duration::milliseconds(1));
+                }
+                if matches!(row.state, State::Running | State::Stalled) {
+                    for (limit, started) in [
+                        (timeouts.attempt_sec, history.attempt_started),
+                        (timeouts.total_sec, history.run_started),
+                    ] {
+                        if let (Some(limit), Some(started)) = (limit, started) {
+                            let held = crate::core::assess::approval_wait_sec(
+                                &history.approval_waits,
+                                started,
+                                snapshot.generated_at,
+                            );
+                            let at = started
+                                + Duration::seconds(limit as i64)
+                                + Duration::milliseconds((held * 1000.0) as i64 + 1);
+                            consider(at);
+                        }
+                    }
+                }
             }
             for check in &job.checks {
                 let key = (job.id.clone(), check.name.clone());
@@ -521,47 +608,6 @@ impl Engine {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"))
     }
-}
-
-/// What the state store says of one job: its last heartbeat, its pending approvals, and
-/// whether the event log records a start. Read failures leave them empty (the store's own
-/// notice says it is unavailable).
-fn store_evidence(
-    store: Option<&Store>,
-    job: &str,
-) -> (
-    Option<Reading<HeartbeatReading>>,
-    Vec<PendingApproval>,
-    bool,
-) {
-    let Some(store) = store else {
-        return (None, Vec::new(), false);
-    };
-    let heartbeat = match store.last_heartbeat(job) {
-        Ok(Some(beat)) => Some(Reading::Found(HeartbeatReading {
-            at: beat.at,
-            done: beat.done,
-            total: beat.total,
-            position: beat.position.as_deref().map(crate::core::text::inert),
-            note: beat.note.as_deref().map(crate::core::text::inert),
-        })),
-        Ok(None) => None,
-        Err(error) => Some(Reading::Fault(crate::core::text::inert(&error.to_string()))),
-    };
-    let pending = store
-        .approvals(true)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|a| a.job == job)
-        .map(|a| PendingApproval {
-            key: a.key,
-            step: crate::core::text::inert(&a.step),
-            summary: crate::core::text::inert(&a.summary),
-            requested: a.requested,
-        })
-        .collect();
-    let started = store.started_before(job).unwrap_or(false);
-    (heartbeat, pending, started)
 }
 
 /// The evidence that calls for a restart, in words that two observers of the same situation

@@ -52,6 +52,7 @@ impl Prober {
             checks: Vec::new(),
             pending_approvals: Vec::new(),
             started_before: false,
+            history: Default::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! them. It never stores raw paths, log lines or message bodies in the event log: a workspace
 //! appears only as a short hash. It decides nothing; the engine and the executor do.
 
+pub mod digest;
 mod schema;
 
 use std::fmt;
@@ -111,10 +112,13 @@ pub enum Kind {
     Exited,
     WatcherStarted,
     WatcherTakeover,
+    /// One `mihari watch --once` pass; its reason carries the interval.
+    WatcherPass,
+    WatcherStopped,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 26] = [
+    pub const ALL: [Kind; 28] = [
         Kind::Detected,
         Kind::MarkerCreated,
         Kind::Duplicate,
@@ -141,6 +145,8 @@ impl Kind {
         Kind::Exited,
         Kind::WatcherStarted,
         Kind::WatcherTakeover,
+        Kind::WatcherPass,
+        Kind::WatcherStopped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -171,6 +177,8 @@ impl Kind {
             Kind::Exited => "exited",
             Kind::WatcherStarted => "watcher-started",
             Kind::WatcherTakeover => "watcher-takeover",
+            Kind::WatcherPass => "watcher-pass",
+            Kind::WatcherStopped => "watcher-stopped",
         }
     }
 
@@ -362,6 +370,19 @@ pub struct Heartbeat {
     pub note: Option<String>,
 }
 
+/// An approval's wait: when it was asked, and when it was answered (`None`: still open).
+pub type ApprovalWait = (DateTime<Utc>, Option<DateTime<Utc>>);
+
+/// An escalation episode: a job in one of the four conditions, from entering it to leaving it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Episode {
+    pub id: i64,
+    pub job: String,
+    pub kind: String,
+    pub started: DateTime<Utc>,
+    pub escalated: Option<DateTime<Utc>>,
+}
+
 /// A run's restart route history (SPEC §5: a run never goes to a route it has used).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunRoutes {
@@ -518,21 +539,7 @@ impl Store {
             None => sql.push_str(" ORDER BY id"),
         }
         let mut statement = self.conn.prepare(&sql)?;
-        let rows = statement.query_map(rusqlite::params_from_iter(args), |row| {
-            Ok(Event {
-                id: row.get(0)?,
-                at: from_ms(row.get(1)?),
-                kind: row.get(2)?,
-                job: row.get(3)?,
-                actor: Actor::parse(&row.get::<_, String>(4)?),
-                session: row.get(5)?,
-                run: row.get(6)?,
-                workspace_hash: row.get(7)?,
-                route: row.get(8)?,
-                key: row.get(9)?,
-                reason: row.get(10)?,
-            })
-        })?;
+        let rows = statement.query_map(rusqlite::params_from_iter(args), event_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -547,6 +554,75 @@ impl Store {
             )
             .optional()?;
         Ok(found.is_some())
+    }
+
+    /// The newest event of one of `kinds` (for `job`, or for any job when `None`).
+    pub fn last_event(&self, job: Option<&str>, kinds: &[Kind]) -> Result<Option<Event>> {
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        let list = names
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
+             FROM events WHERE kind IN ({list}) AND (?1 IS NULL OR job = ?1) \
+             ORDER BY id DESC LIMIT 1"
+        );
+        Ok(self
+            .conn
+            .query_row(&sql, params![job], event_from_row)
+            .optional()?)
+    }
+
+    /// Events of `job` of one of `kinds` since `since`, oldest first.
+    pub fn events_of(&self, job: &str, kinds: &[Kind], since: DateTime<Utc>) -> Result<Vec<Event>> {
+        let list = kinds
+            .iter()
+            .map(|k| format!("'{}'", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
+             FROM events WHERE kind IN ({list}) AND job = ?1 AND at_ms >= ?2 ORDER BY id"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(params![job, ms(since)], event_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// When run `run` of `job` first started.
+    pub fn run_started(&self, job: &str, run: &str) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<i64> = self.conn.query_row(
+            "SELECT min(at_ms) FROM events WHERE kind = 'started' AND job = ?1 AND run = ?2",
+            params![job, run],
+            |row| row.get(0),
+        )?;
+        Ok(at.map(from_ms))
+    }
+
+    /// Every approval request of `job` as (asked, answered) times.
+    pub fn approval_waits(&self, job: &str) -> Result<Vec<ApprovalWait>> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT requested_ms, decided_ms FROM approvals WHERE job = ?1")?;
+        let rows = statement.query_map(params![job], |row| {
+            Ok((
+                from_ms(row.get(0)?),
+                row.get::<_, Option<i64>>(1)?.map(from_ms),
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Keys that more than one `spawned` event carries since `since`: a duplicate spawn.
+    pub fn duplicate_spawns(&self, job: &str, since: DateTime<Utc>) -> Result<Vec<String>> {
+        let mut statement = self.conn.prepare(
+            "SELECT key FROM events WHERE kind = 'spawned' AND job = ?1 AND at_ms >= ?2 \
+             AND key IS NOT NULL GROUP BY key HAVING count(*) > 1",
+        )?;
+        let rows = statement.query_map(params![job, ms(since)], |row| row.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// How many events of `kind` for `job` (any actor when `actor` is `None`) since `since`.
@@ -877,6 +953,81 @@ impl Store {
         })
     }
 
+    /// Opens an episode of `kind` for `job` unless one is open: `true` when this call opened
+    /// it (the caller escalates), `false` when it was already open (told before).
+    pub fn open_episode(&mut self, job: &str, kind: &str, message: &str) -> Result<bool> {
+        self.write(|tx| {
+            let inserted = tx.execute(
+                "INSERT INTO episodes (job, kind, started_ms, message) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT DO NOTHING",
+                params![job, kind, ms(Utc::now()), crate::core::text::inert(message)],
+            )?;
+            Ok(inserted == 1)
+        })
+    }
+
+    /// Notes that the open episode of (`job`, `kind`) was escalated.
+    pub fn mark_escalated(&mut self, job: &str, kind: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE episodes SET escalated_ms = ?3 WHERE job = ?1 AND kind = ?2 \
+                 AND ended_ms IS NULL",
+                params![job, kind, ms(Utc::now())],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Ends the open episode of (`job`, `kind`): the job left the condition.
+    pub fn close_episode(&mut self, job: &str, kind: &str) -> Result<bool> {
+        self.write(|tx| {
+            let changed = tx.execute(
+                "UPDATE episodes SET ended_ms = ?3 WHERE job = ?1 AND kind = ?2 \
+                 AND ended_ms IS NULL",
+                params![job, kind, ms(Utc::now())],
+            )?;
+            Ok(changed > 0)
+        })
+    }
+
+    /// The episodes still open.
+    pub fn open_episodes(&self) -> Result<Vec<Episode>> {
+        let mut statement = self.conn.prepare(
+            "SELECT id, job, kind, started_ms, escalated_ms FROM episodes WHERE ended_ms IS NULL \
+             ORDER BY id",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok(Episode {
+                id: row.get(0)?,
+                job: row.get(1)?,
+                kind: row.get(2)?,
+                started: from_ms(row.get(3)?),
+                escalated: row.get::<_, Option<i64>>(4)?.map(from_ms),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The last state the event log records for each job (`state-changed` reasons end with
+    /// "-> STATE").
+    pub fn last_states(&self) -> Result<Vec<(String, String)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, reason FROM events WHERE id IN (SELECT max(id) FROM events \
+             WHERE kind = 'state-changed' AND job IS NOT NULL GROUP BY job)",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+        })?;
+        let mut states = Vec::new();
+        for row in rows {
+            let (job, reason) = row?;
+            if let Some(state) = reason.as_deref().and_then(|r| r.rsplit("-> ").next()) {
+                states.push((job, state.trim().to_string()));
+            }
+        }
+        Ok(states)
+    }
+
     /// `PRAGMA integrity_check`: "ok" when the database is sound.
     pub fn integrity_check(&self) -> Result<String> {
         Ok(self
@@ -917,6 +1068,22 @@ fn insert_event(
         ],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: row.get(0)?,
+        at: from_ms(row.get(1)?),
+        kind: row.get(2)?,
+        job: row.get(3)?,
+        actor: Actor::parse(&row.get::<_, String>(4)?),
+        session: row.get(5)?,
+        run: row.get(6)?,
+        workspace_hash: row.get(7)?,
+        route: row.get(8)?,
+        key: row.get(9)?,
+        reason: row.get(10)?,
+    })
 }
 
 fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {

@@ -14,7 +14,7 @@ pub mod terminal;
 pub mod theme;
 pub mod view;
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,9 +25,12 @@ use crossterm::event::Event;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
+use crate::core::auto::auto_restart;
+use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
-use crate::engine::triggers::{Trigger, Triggers};
-use crate::engine::{Action, CheckResultFor, Engine};
+use crate::engine::live::{Arrivals, Live};
+use crate::engine::triggers::Trigger;
+use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::tail_lines;
 use crate::store::{Actor, EventFilter};
 use model::{Command, Model, Msg, TAIL_LINES, update};
@@ -39,8 +42,6 @@ use view::view;
 const COALESCE: StdDuration = StdDuration::from_millis(15);
 /// How many events the events view reads.
 const EVENTS_SHOWN: usize = 500;
-/// How often holders that cannot be waited on through a pidfd are looked at again.
-const HOLDER_POLL: chrono::Duration = chrono::Duration::seconds(5);
 
 /// What reaches the runtime.
 enum Input {
@@ -105,23 +106,23 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     });
     spawn_signal_listener(sender.clone());
     let trigger_sender = sender.clone();
-    let mut triggers = Triggers::new(Arc::new(move |trigger| {
-        let _ = trigger_sender.send(Input::Trigger(trigger));
-    }))?;
-
     let jobs = config.jobs.clone();
     let source = config.source.clone();
-    let mut engine = Engine::new(config);
+    let mut live = Live::new(
+        config,
+        Arc::new(move |trigger| {
+            let _ = trigger_sender.send(Input::Trigger(trigger));
+        }),
+    )?;
     let (width, height) = screen.size().map_err(|e| e.to_string())?;
     let mut model = Model::new(jobs, source, Theme::from_env(), Utc::now());
     update(&mut model, Msg::Resize(width, height));
 
-    let mut snapshot = engine.snapshot(Utc::now());
-    let store_paths: HashSet<std::path::PathBuf> = engine.store_paths().into_iter().collect();
-    let mut unpolled = follow(&mut triggers, &engine, &mut model);
-    start_due_checks(&mut engine, &sender, Utc::now());
+    let mut snapshot = live.start(Utc::now());
+    report_unwatched(&live, &mut model);
+    start_due_checks(&mut live, &sender, Utc::now());
     let mut commands = vec![update(&mut model, Msg::Snapshot(snapshot.clone()))];
-    let mut next_holder_poll: Option<DateTime<Utc>> = None;
+    let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
 
     loop {
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
@@ -130,16 +131,18 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 Command::Quit => return Ok(()),
                 Command::LoadTail { job, path } => {
                     let lines = tail_lines(&path, TAIL_LINES);
-                    if let Some(next) = update(&mut model, Msg::Tail { job, lines }) {
-                        commands.push(Some(next));
-                    }
+                    commands.push(update(&mut model, Msg::Tail { job, lines }));
                 }
                 Command::Refresh => {
-                    snapshot = engine.refresh(None, Utc::now());
-                    unpolled = follow(&mut triggers, &engine, &mut model);
+                    let mut arrivals = Arrivals::default();
+                    live.note(&mut arrivals, Trigger::Rescan);
+                    if let Some(fresh) = live.apply(arrivals, false, Utc::now()) {
+                        snapshot = fresh;
+                    }
                     commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
                 }
                 Command::Propose { action, job } => {
+                    let engine = &live.engine;
                     let proposed = engine.propose(action, &job, Utc::now()).map_err(|why| {
                         let verb = match action {
                             Action::Restart => "restart",
@@ -153,7 +156,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 }
                 Command::Execute(decision) => {
                     // Up to the grace period for a restart: never on the event loop.
-                    let config = engine.config().clone();
+                    let config = live.engine.config().clone();
                     let sender = sender.clone();
                     tokio::task::spawn_blocking(move || {
                         let outcome = effect::execute(&decision, &config, Actor::Operator);
@@ -161,17 +164,27 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                     });
                 }
                 Command::Decline(decision) => {
-                    let outcome = effect::decline(&decision, engine.config(), Actor::Operator);
+                    let outcome = effect::decline(&decision, live.engine.config(), Actor::Operator);
                     commands.push(update(&mut model, Msg::Outcome(outcome.message)));
                 }
                 Command::LoadEvents { job } => {
-                    let rows = engine.events(&EventFilter {
+                    let rows = live.engine.events(&EventFilter {
                         job: job.clone(),
                         last: Some(EVENTS_SHOWN),
                         ..EventFilter::default()
                     });
                     commands.push(update(&mut model, Msg::Events { job, rows }));
                 }
+                Command::LoadDigest => {
+                    let digest = load_digest(&live);
+                    commands.push(update(&mut model, Msg::Digest(digest)));
+                }
+                Command::MarkDigestRead(id) => {
+                    let outcome = mark_digest_read(&live, id);
+                    commands.push(update(&mut model, Msg::Outcome(outcome)));
+                    commands.push(Some(Command::LoadDigest));
+                }
+                Command::Bell => screen.bell(),
             }
         }
         if !commands.is_empty() {
@@ -187,25 +200,18 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             model.dirty = false;
         }
 
-        if !unpolled.is_empty() && next_holder_poll.is_none() {
-            next_holder_poll = Some(Utc::now() + HOLDER_POLL);
-        }
-        let engine_deadline = engine.next_deadline(&snapshot);
-        let deadline = [engine_deadline, Some(model.next_tick()), next_holder_poll]
+        let engine_deadline = live.deadline(&snapshot, Utc::now());
+        let deadline = [engine_deadline, Some(model.next_tick())]
             .into_iter()
             .flatten()
             .min();
         let sleep = deadline
             .map(|at| (at - Utc::now()).to_std().unwrap_or(StdDuration::ZERO))
             .unwrap_or(StdDuration::from_secs(3600));
-
         let first = tokio::select! {
             input = inbox.recv() => input,
             () = tokio::time::sleep(sleep) => None,
         };
-        // A display tick only redraws ages; a verdict is judged again only when one of the
-        // engine's own deadlines (a stall, a check) has come.
-        let timer_fired = first.is_none() && engine_deadline.is_some_and(|at| at <= Utc::now());
         let mut batch: Vec<Input> = first.into_iter().collect();
         if batch.iter().any(|i| matches!(i, Input::Trigger(_))) {
             tokio::time::sleep(COALESCE).await;
@@ -214,11 +220,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             batch.push(more);
         }
 
-        let mut touched: HashSet<String> = HashSet::new();
-        let mut store_changed = false;
-        let mut everything = false;
-        let mut unknown_paths = false;
-        let mut checks_done = Vec::new();
+        let mut arrivals = Arrivals::default();
         for input in batch {
             match input {
                 Input::Terminal(event) => {
@@ -239,74 +241,55 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                     return Err(format!("the terminal went away: {error}"));
                 }
                 Input::Signal => return Ok(()),
-                Input::Trigger(Trigger::Changed(path)) if store_paths.contains(&path) => {
-                    store_changed = true;
-                }
-                Input::Trigger(Trigger::Changed(path)) => {
-                    let jobs = engine.jobs_touching(&path);
-                    // A folder that appeared or went away may be where a job's files live:
-                    // point the watches again. Files of no job that still exist need nothing.
-                    if jobs.is_empty() && (path.is_dir() || !path.exists()) {
-                        unknown_paths = true;
-                    }
-                    touched.extend(jobs);
-                }
-                Input::Trigger(Trigger::Rescan) => everything = true,
-                Input::Trigger(Trigger::HolderExited { pid, .. }) => {
-                    touched.extend(engine.jobs_held_by(pid));
-                }
-                Input::Checks(result) => checks_done.push(result),
+                Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
+                Input::Checks(result) => live.note_check(&mut arrivals, result),
             }
         }
 
         let now = Utc::now();
-        if next_holder_poll.is_some_and(|at| at <= now) {
-            next_holder_poll = None;
-            for (pid, _) in &unpolled {
-                touched.extend(engine.jobs_held_by(*pid));
-            }
-        }
-        let regather = everything || !touched.is_empty();
-        let checked = !checks_done.is_empty();
-        if checked {
-            engine.record_checks(checks_done);
-        }
-        if unknown_paths {
-            // A folder a job's file will live in may have appeared: watch it.
-            unpolled = follow(&mut triggers, &engine, &mut model);
-        }
-        if store_changed {
-            // A heartbeat, an approval or a decision: news for every job, and for the
-            // events view.
-            snapshot = engine.refresh_store(now);
+        // A display tick only redraws ages; verdicts are judged again only when one of the
+        // engine's own deadlines (a stall, a timeout, a check) has come.
+        let reached = engine_deadline.is_some_and(|at| at <= now);
+        if let Some(fresh) = live.apply(arrivals, reached, now) {
+            snapshot = fresh;
+            report_unwatched(&live, &mut model);
+            commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
             if let Some(view) = &model.events {
                 commands.push(Some(Command::LoadEvents {
                     job: view.job.clone(),
                 }));
             }
+            // Escalations, as the watcher sees them: the bell and the banner, once each.
+            let now_holding = escalations(&live, &snapshot);
+            let fresh_ones: Vec<_> = now_holding
+                .iter()
+                .filter(|c| !told.contains(&(c.job.clone(), c.kind)))
+                .cloned()
+                .collect();
+            told = now_holding
+                .iter()
+                .map(|c| (c.job.clone(), c.kind))
+                .collect();
+            if !fresh_ones.is_empty() {
+                commands.push(update(
+                    &mut model,
+                    Msg::Escalations(now_holding, fresh_ones),
+                ));
+            } else {
+                commands.push(update(
+                    &mut model,
+                    Msg::Escalations(now_holding, Vec::new()),
+                ));
+            }
         }
-        if regather {
-            snapshot = engine.refresh((!everything).then_some(&touched), now);
-            unpolled = follow(&mut triggers, &engine, &mut model);
-        } else if timer_fired || checked {
-            // Time alone (a stall deadline) or a check result: judge again, read nothing.
-            snapshot = engine.reassess(now);
-        }
-        start_due_checks(&mut engine, &sender, now);
-        if regather || timer_fired || checked || store_changed {
-            commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
-        }
+        start_due_checks(&mut live, &sender, now);
         commands.push(update(&mut model, Msg::Tick(now)));
     }
 }
 
-/// Points the triggers at the current files and holders; reports folders that cannot be
-/// watched on the status line. Returns the holders that need a slow poll instead.
-fn follow(triggers: &mut Triggers, engine: &Engine, model: &mut Model) -> Vec<(u32, u64)> {
-    let mut paths = engine.watched_paths();
-    paths.extend(engine.store_paths());
-    let failed = triggers.watch_paths(&paths);
-    if let Some((folder, error)) = failed.first() {
+/// Says on the status line when a folder cannot be watched.
+fn report_unwatched(live: &Live, model: &mut Model) {
+    if let Some((folder, error)) = live.unwatched.first() {
         update(
             model,
             Msg::Status(format!(
@@ -315,17 +298,69 @@ fn follow(triggers: &mut Triggers, engine: &Engine, model: &mut Model) -> Vec<(u
             )),
         );
     }
-    triggers.watch_holders(&engine.live_holders())
+}
+
+/// The conditions that warrant interrupting the operator now (SPEC §7), as the watcher
+/// judges them.
+fn escalations(live: &Live, snapshot: &crate::engine::Snapshot) -> Vec<Condition> {
+    let config = live.engine.config();
+    let now = snapshot.generated_at;
+    conditions(
+        snapshot.list.rows(),
+        &config.jobs,
+        |id| {
+            let job = config.jobs.iter().find(|j| j.id == id)?;
+            let row = snapshot.assessment_of(id)?;
+            let history = snapshot.evidence_of(id).map(|e| e.history.clone())?;
+            Some(auto_restart(
+                job,
+                row,
+                &history,
+                config.settings.restart_daily_cap,
+                now,
+            ))
+        },
+        &snapshot.list.rules,
+    )
+}
+
+/// The digest view's content: the queue not cut yet and the newest undelivered digest.
+fn load_digest(live: &Live) -> Result<model::DigestView, String> {
+    let store = live
+        .engine
+        .store()
+        .ok_or_else(|| "the state store is unavailable".to_string())?;
+    let all = store.digests(true).map_err(|e| e.to_string())?;
+    let pending = store.pending_digest().map_err(|e| e.to_string())?;
+    let latest = all.iter().find(|d| d.delivered.is_none()).cloned();
+    let previous = all
+        .into_iter()
+        .filter(|d| latest.as_ref().is_none_or(|l| d.cut < l.cut))
+        .collect();
+    Ok(model::DigestView {
+        latest,
+        previous,
+        pending,
+        scroll: 0,
+    })
+}
+
+/// Marks digest `id` read: `digest-delivered`.
+fn mark_digest_read(live: &Live, id: i64) -> String {
+    let config = live.engine.config();
+    match crate::store::Store::open(&config.settings.state_dir, Actor::Operator)
+        .and_then(|mut store| store.mark_digest_delivered(id))
+    {
+        Ok(true) => format!("digest {id} marked read (digest-delivered recorded)"),
+        Ok(false) => format!("digest {id} was already marked read"),
+        Err(error) => format!("digest {id} could not be marked read: {error}"),
+    }
 }
 
 /// Runs every due check that is not already running on the blocking pool; each result comes
 /// back as a message.
-fn start_due_checks(
-    engine: &mut Engine,
-    sender: &mpsc::UnboundedSender<Input>,
-    now: DateTime<Utc>,
-) {
-    for check in engine.take_due_checks(now) {
+fn start_due_checks(live: &mut Live, sender: &mpsc::UnboundedSender<Input>, now: DateTime<Utc>) {
+    for check in live.take_due_checks(now) {
         let sender = sender.clone();
         tokio::task::spawn_blocking(move || {
             let _ = sender.send(Input::Checks(check.run()));

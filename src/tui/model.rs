@@ -18,6 +18,8 @@ use super::layout::{self, Areas};
 use super::theme::Theme;
 use crate::config::JobSpec;
 use crate::core::decision::Decision;
+use crate::core::digest::{Digest, DigestItem};
+use crate::core::escalate::Condition;
 use crate::core::{Assessment, Bucket, FileStamp, Reading};
 use crate::engine::{Action, Snapshot};
 use crate::store::Event;
@@ -125,6 +127,17 @@ pub struct EventsView {
     pub scroll: usize,
 }
 
+/// The daily digest view (`D`): the newest digest not yet marked read, and the queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DigestView {
+    pub latest: Option<Digest>,
+    /// Digests cut before it (for the rise-in-suppressions baseline).
+    pub previous: Vec<Digest>,
+    /// Items queued since the last cut.
+    pub pending: Vec<DigestItem>,
+    pub scroll: usize,
+}
+
 /// A log tail loaded for one job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tail {
@@ -162,6 +175,12 @@ pub struct Model {
     pub dialog: Option<Dialog>,
     /// The event log view, when open (`e`).
     pub events: Option<EventsView>,
+    /// The digest view, when open (`D`).
+    pub digest: Option<Result<DigestView, String>>,
+    /// The conditions that warrant a human now (SPEC §7), as last judged.
+    pub escalations: Vec<Condition>,
+    /// The newest escalation, shown as a banner until the operator presses a key.
+    pub banner: Option<Condition>,
     /// The log's stamp when the tail was loaded: a newer stamp means load it again.
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
@@ -197,6 +216,10 @@ pub enum Msg {
         job: Option<String>,
         rows: Result<Vec<Event>, String>,
     },
+    /// The digest the runtime read for the digest view.
+    Digest(Result<DigestView, String>),
+    /// The conditions that hold now, and those newly entered (bell and banner for these).
+    Escalations(Vec<Condition>, Vec<Condition>),
 }
 
 /// A side effect `update` asks the runtime to perform.
@@ -223,6 +246,12 @@ pub enum Command {
     LoadEvents {
         job: Option<String>,
     },
+    /// Read the digest; answer with [`Msg::Digest`].
+    LoadDigest,
+    /// Mark digest `id` read (`digest-delivered`).
+    MarkDigestRead(i64),
+    /// Ring the terminal bell.
+    Bell,
 }
 
 /// One line of the action list.
@@ -234,6 +263,8 @@ pub enum Row<'a> {
         count: usize,
     },
     Job(&'a Assessment),
+    /// A broken rule that belongs to no job ("no machine is watching"), under RED.
+    Rule(&'a str),
 }
 
 impl Model {
@@ -256,6 +287,9 @@ impl Model {
             tail: None,
             dialog: None,
             events: None,
+            digest: None,
+            escalations: Vec::new(),
+            banner: None,
             tail_stamp: None,
             size: (80, 24),
             theme,
@@ -304,11 +338,17 @@ impl Model {
                 .bucket(bucket)
                 .filter(|a| self.matches(a))
                 .collect();
-            if !jobs.is_empty() {
+            let rules: Vec<&str> = if bucket == Bucket::Red {
+                snapshot.list.rules.iter().map(String::as_str).collect()
+            } else {
+                Vec::new()
+            };
+            if !jobs.is_empty() || !rules.is_empty() {
                 rows.push(Row::Heading {
                     bucket: Some(bucket),
-                    count: jobs.len(),
+                    count: jobs.len() + rules.len(),
                 });
+                rows.extend(rules.into_iter().map(Row::Rule));
                 rows.extend(jobs.into_iter().map(Row::Job));
             }
         }
@@ -432,7 +472,7 @@ impl Model {
             .iter()
             .filter_map(|r| match r {
                 Row::Job(a) => Some(a.id.clone()),
-                Row::Heading { .. } => None,
+                Row::Heading { .. } | Row::Rule(_) => None,
             })
             .collect()
     }
@@ -613,6 +653,41 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.dirty = true;
             None
         }
+        Msg::Digest(digest) => {
+            if model.digest.is_some() {
+                let scroll = match &model.digest {
+                    Some(Ok(view)) => view.scroll,
+                    _ => 0,
+                };
+                model.digest = Some(digest.map(|mut view| {
+                    view.scroll = scroll;
+                    view
+                }));
+                model.dirty = true;
+            }
+            None
+        }
+        Msg::Escalations(holding, fresh) => {
+            if holding != model.escalations {
+                model.dirty = true;
+            }
+            model.escalations = holding;
+            // A banner stays until the operator has seen it (a key) or the condition ends.
+            if let Some(banner) = &model.banner
+                && !model.escalations.contains(banner)
+            {
+                model.banner = None;
+                model.dirty = true;
+            }
+            match fresh.last() {
+                Some(newest) => {
+                    model.banner = Some(newest.clone());
+                    model.dirty = true;
+                    Some(Command::Bell)
+                }
+                None => None,
+            }
+        }
         Msg::Events { job, rows } => {
             if model.events.as_ref().is_some_and(|v| v.job == job) {
                 let scroll = model.events.as_ref().map_or(0, |v| v.scroll);
@@ -698,6 +773,49 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     None
 }
 
+/// Keys while the digest view is open: scroll, `m` marks the shown digest read, Esc or `D`
+/// closes.
+fn on_digest_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+    let digest = model.digest.as_mut()?;
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('D') => model.digest = None,
+        KeyCode::Char('q') => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        KeyCode::Char('m') => {
+            let id = digest
+                .as_ref()
+                .ok()
+                .and_then(|v| v.latest.as_ref())
+                .map(|d| d.id);
+            return match id {
+                Some(id) => Some(Command::MarkDigestRead(id)),
+                None => {
+                    model.status = Some("no digest has been cut yet: nothing to mark read".into());
+                    None
+                }
+            };
+        }
+        code => {
+            if let Ok(view) = digest {
+                match code {
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        view.scroll = view.scroll.saturating_add(1)
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => view.scroll = view.scroll.saturating_sub(1),
+                    KeyCode::PageDown => view.scroll = view.scroll.saturating_add(page),
+                    KeyCode::PageUp => view.scroll = view.scroll.saturating_sub(page),
+                    KeyCode::Char('g') | KeyCode::Home => view.scroll = 0,
+                    _ => {}
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Keys while the events view is open.
 fn on_events_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     let view = model.events.as_mut()?;
@@ -738,8 +856,13 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         return Some(Command::Quit);
     }
     model.status = None;
+    // Any key means the operator has seen the banner.
+    model.banner = None;
     if model.dialog.is_some() {
         return on_dialog_key(model, key);
+    }
+    if model.digest.is_some() {
+        return on_digest_key(model, key);
     }
     if model.events.is_some() {
         return on_events_key(model, key);
@@ -835,10 +958,13 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             return Some(Command::LoadEvents { job });
         }
         KeyCode::Char('D') => {
-            model.status = Some(
-                "D (digest): the daily digest arrives with the watcher; nothing was done"
-                    .to_string(),
-            );
+            model.digest = Some(Ok(DigestView {
+                latest: None,
+                previous: Vec::new(),
+                pending: Vec::new(),
+                scroll: 0,
+            }));
+            return Some(Command::LoadDigest);
         }
         _ => {}
     }

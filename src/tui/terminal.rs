@@ -50,6 +50,13 @@ impl Screen {
         Ok((size.width, size.height))
     }
 
+    /// Rings the terminal bell: an escalation wants a human now.
+    pub fn bell(&mut self) {
+        let backend = self.terminal.backend_mut();
+        let _ = backend.write_all(b"\x07");
+        let _ = backend.flush();
+    }
+
     /// Draws one frame; ratatui writes only the cells that changed.
     pub fn draw(&mut self, render: impl FnOnce(&mut Frame)) -> io::Result<()> {
         self.terminal.draw(render).map(|_| ())

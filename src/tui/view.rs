@@ -28,7 +28,15 @@ pub fn view(model: &Model, frame: &mut Frame) {
     if let Some(detail) = areas.detail {
         detail_pane(model, frame, detail);
     }
-    if model.events.is_some() {
+    if model.digest.is_some() {
+        let body = Rect::new(
+            0,
+            areas.header.height,
+            size.width,
+            areas.status.y.saturating_sub(areas.header.height),
+        );
+        digest_view(model, frame, body);
+    } else if model.events.is_some() {
         let body = Rect::new(
             0,
             areas.header.height,
@@ -52,14 +60,23 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
     }
     let theme = &model.theme;
     let mut spans = vec![Span::styled(" mihari ", theme.heading()), Span::raw("│ ")];
-    let watcher_missing = model
-        .snapshot
-        .as_ref()
-        .is_some_and(|s| s.notices.iter().any(|n| n.starts_with("no watcher")));
-    if watcher_missing {
-        spans.push(Span::styled("no watcher yet", theme.warning()));
-    } else {
-        spans.push(Span::raw("watcher"));
+    match model.snapshot.as_ref().map(|s| &s.watcher) {
+        Some(watcher) if watcher.is_missing() => {
+            spans.push(Span::styled(watcher.words(), theme.alarm()));
+        }
+        Some(
+            crate::engine::WatcherStatus::Alive { .. }
+            | crate::engine::WatcherStatus::Passes { .. },
+        ) => {
+            let words = model
+                .snapshot
+                .as_ref()
+                .map(|s| s.watcher.words())
+                .unwrap_or_default();
+            spans.push(Span::styled(words, theme.good()));
+        }
+        Some(watcher) => spans.push(Span::styled(watcher.words(), theme.warning())),
+        None => spans.push(Span::raw("watcher ?")),
     }
     spans.push(Span::raw(" │"));
     if let Some(snapshot) = &model.snapshot {
@@ -106,6 +123,14 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
     let mut lines = vec![Line::from(spans)];
     if area.height > 1 {
         let second = match &model.snapshot {
+            _ if model.banner.is_some() => {
+                let banner = model
+                    .banner
+                    .as_ref()
+                    .map(|c| inert(&c.message))
+                    .unwrap_or_default();
+                Line::from(Span::styled(format!(" ⚠ NOW: {banner}"), theme.alarm()))
+            }
             Some(snapshot) => match &snapshot.list.dispatch_held {
                 Some(why) => Line::from(Span::styled(
                     format!(
@@ -237,7 +262,7 @@ fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         .iter()
         .filter_map(|r| match r {
             Row::Job(a) => Some(a.id.chars().count()),
-            Row::Heading { .. } => None,
+            Row::Heading { .. } | Row::Rule(_) => None,
         })
         .max()
         .unwrap_or(8)
@@ -251,6 +276,7 @@ fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         .map(|row| match row {
             Row::Heading { bucket, count } => heading_line(model, *bucket, *count, snapshot),
             Row::Job(a) => job_line(model, a, id_width, &cols, width),
+            Row::Rule(rule) => Line::styled(format!(" ✖ {}", inert(rule)), model.theme.alarm()),
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
@@ -962,7 +988,7 @@ pub const KEYS: [(&str, &str); 18] = [
     ),
     ("a", "approve or deny its pending step: type the job id"),
     ("e", "the event log of the job (a: all jobs)"),
-    ("D", "digest: arrives with the watcher"),
+    ("D", "the daily digest (m marks it read)"),
     ("mouse", "wheel scrolls, click selects"),
     ("?", "this help (any key closes it)"),
     ("q  Ctrl-C", "quit (the jobs keep running)"),
@@ -1167,4 +1193,83 @@ fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The daily digest: the newest one not yet marked read, grouped by job, then the queue since
+/// the last cut. Times in UTC, like the rest of the screen.
+fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
+    let Some(view) = &model.digest else {
+        return;
+    };
+    let theme = &model.theme;
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(theme.focused_border())
+        .title(Span::styled(
+            " digest (m: mark read · D or Esc: close) ",
+            theme.heading(),
+        ));
+    let inner = block.inner(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(block, area);
+    let view = match view {
+        Ok(view) => view,
+        Err(error) => {
+            frame.render_widget(
+                Paragraph::new(format!(" cannot read the digest: {}", inert(error)))
+                    .style(theme.alarm()),
+                inner,
+            );
+            return;
+        }
+    };
+    let width = usize::from(inner.width);
+    let mut lines: Vec<Line> = Vec::new();
+    match &view.latest {
+        Some(digest) => {
+            lines.push(Line::styled(
+                format!(
+                    " digest {} cut {} · {} items",
+                    digest.id,
+                    digest.cut.format("%Y-%m-%d %H:%M UTC"),
+                    digest.items.len()
+                ),
+                theme.heading(),
+            ));
+            let report = crate::core::digest::report(&digest.items, &view.previous);
+            for line in report.lines(&chrono::Utc) {
+                let style = if line.trim_start().starts_with('!') {
+                    theme.alarm()
+                } else {
+                    Style::default()
+                };
+                for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
+                    lines.push(Line::styled(piece, style));
+                }
+            }
+        }
+        None => lines.push(Line::styled(
+            " no digest waiting: none cut yet, or the last one is marked read",
+            theme.dim(),
+        )),
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        format!(" queued since the last cut: {} items", view.pending.len()),
+        theme.heading(),
+    ));
+    if !view.pending.is_empty() {
+        let report = crate::core::digest::report(&view.pending, &[]);
+        for line in report.lines(&chrono::Utc) {
+            for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
+                lines.push(Line::styled(piece, theme.dim()));
+            }
+        }
+    }
+    let shown: Vec<Line> = lines
+        .into_iter()
+        .skip(view.scroll)
+        .take(usize::from(inner.height))
+        .collect();
+    frame.render_widget(Paragraph::new(shown), inner);
 }

@@ -1,0 +1,190 @@
+//! The watcher's judgment between two passes: what changed, what to restart, whom to tell
+//! now and what to save for the digest.
+//!
+//! [`Brain`] remembers the last state of each job and the escalation episodes already told,
+//! and turns each new action list into a [`Pass`]: state changes to record, jobs the machine
+//! may restart now, jobs whose daily cap is spent, new escalation episodes (each told once)
+//! and ended ones, and digest items. It performs nothing: the watcher records, restarts and
+//! escalates what a pass says. Pure, with the clock passed in, so a whole scripted day runs
+//! in a test in milliseconds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+
+use super::assess::{Assessment, State};
+use super::auto::{AutoVerdict, auto_restart};
+use super::escalate::{Condition, EscalationKind, conditions};
+use super::evidence::History;
+use super::order::ActionList;
+use crate::config::JobSpec;
+
+/// A digest category, spelled as the store spells it.
+pub mod category {
+    pub const STALL_SEEN: &str = "stall-seen";
+    pub const MACHINE_RESTART: &str = "machine-restart";
+    pub const SUPPRESSED: &str = "suppressed";
+    pub const COMPLETED: &str = "completed";
+    pub const TIMEOUT: &str = "timeout";
+}
+
+/// What one pass asks the watcher to do.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pass {
+    /// (job, the state before — `None` when never recorded —, the state now).
+    pub state_changes: Vec<(String, Option<State>, State)>,
+    /// Jobs the machine may restart now.
+    pub restarts: Vec<String>,
+    /// When each job waiting out its backoff may be restarted.
+    pub waits: Vec<(String, DateTime<Utc>)>,
+    /// Jobs that need a restart while their daily cap is spent.
+    pub capped: Vec<String>,
+    /// Conditions newly entered: escalate each once.
+    pub escalate: Vec<Condition>,
+    /// Episodes that ended: the job left the condition.
+    pub ended: Vec<(String, EscalationKind)>,
+    /// (job, category, text) for the daily digest.
+    pub digest: Vec<(Option<String>, &'static str, String)>,
+}
+
+/// The watcher's memory between passes.
+#[derive(Debug, Clone, Default)]
+pub struct Brain {
+    states: BTreeMap<String, State>,
+    episodes: BTreeSet<(String, EscalationKind)>,
+    timeouts: BTreeMap<String, BTreeSet<String>>,
+    /// Jobs the machine could not restart (a refused restart: no route left...), by job,
+    /// until they leave the RESTART bucket.
+    unrestartable: BTreeMap<String, String>,
+}
+
+impl Brain {
+    /// A brain that remembers what the event log says: the last recorded state of each job
+    /// and the episodes still open, so a restarted watcher neither records every state again
+    /// nor tells anyone twice.
+    pub fn restored(
+        states: impl IntoIterator<Item = (String, State)>,
+        episodes: impl IntoIterator<Item = (String, EscalationKind)>,
+    ) -> Brain {
+        Brain {
+            states: states.into_iter().collect(),
+            episodes: episodes.into_iter().collect(),
+            ..Brain::default()
+        }
+    }
+
+    /// Notes that the machine tried to restart `job` and may not (a refusal such as "every
+    /// route has been used"): a human must move it, told once.
+    pub fn cannot_restart(&mut self, job: &str, why: &str) {
+        self.unrestartable.insert(job.to_string(), why.to_string());
+    }
+
+    /// Judges one action list at `now`. `history` gives each job's event-log history;
+    /// `rules` are broken rules that belong to no job.
+    pub fn pass(
+        &mut self,
+        list: &ActionList,
+        jobs: &[JobSpec],
+        history: &dyn Fn(&str) -> History,
+        cap: u32,
+        rules: &[String],
+        now: DateTime<Utc>,
+    ) -> Pass {
+        let mut pass = Pass::default();
+        let mut verdicts: BTreeMap<String, AutoVerdict> = BTreeMap::new();
+        for row in list.rows() {
+            let Some(job) = jobs.iter().find(|j| j.id == row.id) else {
+                continue;
+            };
+            self.note_state(row, &mut pass);
+            self.note_timeouts(row, &mut pass);
+            if row.bucket != Some(super::assess::Bucket::Restart) {
+                self.unrestartable.remove(&row.id);
+            }
+            let verdict = auto_restart(job, row, &history(&row.id), cap, now);
+            match &verdict {
+                AutoVerdict::Now if !self.unrestartable.contains_key(&row.id) => {
+                    pass.restarts.push(row.id.clone())
+                }
+                AutoVerdict::Wait(at) => pass.waits.push((row.id.clone(), *at)),
+                AutoVerdict::CapSpent { .. } => pass.capped.push(row.id.clone()),
+                _ => {}
+            }
+            verdicts.insert(row.id.clone(), verdict);
+        }
+        let mut now_holding = conditions(list.rows(), jobs, |id| verdicts.get(id).cloned(), rules);
+        for (job, why) in &self.unrestartable {
+            now_holding.push(Condition {
+                job: job.clone(),
+                kind: EscalationKind::Unrestartable,
+                message: format!("{job} is stopped and the machine cannot restart it: {why}"),
+            });
+        }
+        let holding: BTreeSet<(String, EscalationKind)> = now_holding
+            .iter()
+            .map(|c| (c.job.clone(), c.kind))
+            .collect();
+        for condition in now_holding {
+            if self
+                .episodes
+                .insert((condition.job.clone(), condition.kind))
+            {
+                pass.escalate.push(condition);
+            }
+        }
+        let ended: Vec<(String, EscalationKind)> = self
+            .episodes
+            .iter()
+            .filter(|e| !holding.contains(e))
+            .cloned()
+            .collect();
+        for episode in ended {
+            self.episodes.remove(&episode);
+            pass.ended.push(episode);
+        }
+        pass
+    }
+
+    fn note_state(&mut self, row: &Assessment, pass: &mut Pass) {
+        let before = self.states.insert(row.id.clone(), row.state);
+        if before == Some(row.state) {
+            return;
+        }
+        pass.state_changes.push((row.id.clone(), before, row.state));
+        let from = before.map_or("(first seen)", State::as_str);
+        let first_reason = row.reasons.first().cloned().unwrap_or_default();
+        match row.state {
+            State::Stalled => pass.digest.push((
+                Some(row.id.clone()),
+                category::STALL_SEEN,
+                format!("{from} -> STALLED: {first_reason}"),
+            )),
+            State::Complete if before.is_some() => {
+                pass.digest
+                    .push((Some(row.id.clone()), category::COMPLETED, first_reason))
+            }
+            _ => {}
+        }
+    }
+
+    fn note_timeouts(&mut self, row: &Assessment, pass: &mut Pass) {
+        let now: BTreeSet<String> = row
+            .reasons
+            .iter()
+            .filter(|r| r.starts_with("timeout:"))
+            .map(|r| r.split(" exceeded").next().unwrap_or(r).to_string())
+            .collect();
+        let seen = self.timeouts.entry(row.id.clone()).or_default();
+        for kind in now.difference(seen) {
+            let words = row
+                .reasons
+                .iter()
+                .find(|r| r.starts_with(kind.as_str()))
+                .cloned()
+                .unwrap_or_else(|| kind.clone());
+            pass.digest
+                .push((Some(row.id.clone()), category::TIMEOUT, words));
+        }
+        *seen = now;
+    }
+}

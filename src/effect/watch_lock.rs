@@ -1,0 +1,126 @@
+//! The machine watcher's lock: one watcher per state_dir.
+//!
+//! The lock is `state_dir/watch.lock`, held with an exclusive `flock` for the watcher's whole
+//! life and holding JSON with its PID and start time (field 22 of `/proc/self/stat`), so the
+//! dashboard can tell a live watcher from a dead one and a reused PID from the same process.
+//! A lock left by a watcher that died (or whose PID was reused) is taken over, and the caller
+//! records the takeover; a live holder makes the newcomer step aside, named.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::core::{Liveness, Reading};
+use crate::probe::lock::{parse_lock, read_lock};
+
+/// A held watch lock; dropping it removes the file and releases the lock.
+pub struct WatchLock {
+    path: PathBuf,
+    flock: Option<Flock<File>>,
+}
+
+/// What trying to take the watch lock found.
+pub enum Acquired {
+    /// Ours now; with a note when it was taken over from a dead or reused holder.
+    Taken(WatchLock, Option<String>),
+    /// Another watcher holds it.
+    Busy { pid: Option<u32>, why: String },
+}
+
+/// Tries to take the watch lock in `state_dir` (which must exist).
+pub fn acquire(state_dir: &Path) -> Result<Acquired, String> {
+    let path = state_dir.join(crate::engine::record_watch_lock_name());
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot open the watch lock '{}': {e}", path.display()))?;
+    let mut previous = String::new();
+    let _ = file.read_to_string(&mut previous);
+    let mut flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(flock) => flock,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            // The winner may be between its flock and its JSON: give it a moment, so the
+            // refusal can name the pid.
+            let mut pid = parse_lock(&previous).ok().map(|l| l.pid);
+            for _ in 0..40 {
+                if pid.is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+                pid = fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|text| parse_lock(&text).ok())
+                    .map(|l| l.pid);
+            }
+            let why = match read_lock(&path) {
+                Reading::Found(holder) => format!(
+                    "another watcher holds '{}' (pid {}, {}): one watcher per state_dir",
+                    path.display(),
+                    pid.map_or("?".to_string(), |p| p.to_string()),
+                    holder.liveness.as_str()
+                ),
+                _ => format!("another watcher holds '{}'", path.display()),
+            };
+            return Ok(Acquired::Busy { pid, why });
+        }
+        Err((_, errno)) => {
+            return Err(format!(
+                "cannot lock the watch lock '{}': {errno}",
+                path.display()
+            ));
+        }
+    };
+    // The flock is ours; whatever the file says was left by a watcher that is gone.
+    let takeover = match parse_lock(&previous) {
+        Ok(old) => {
+            let judged = match read_lock(&path) {
+                Reading::Found(holder) => holder,
+                _ => return Err(format!("the watch lock '{}' vanished", path.display())),
+            };
+            let how = match judged.liveness {
+                Liveness::Dead => judged.why.clone(),
+                // It holds no flock, so it is not a watcher: its PID was reused or it
+                // never locked.
+                _ => format!("process {} holds no lock on it", old.pid),
+            };
+            Some(format!(
+                "took over the watch lock of pid {}: {how}",
+                old.pid
+            ))
+        }
+        Err(_) => None,
+    };
+    let content = serde_json::json!({
+        "pid": std::process::id(),
+        "start_time": crate::probe::proc::self_start_ticks().unwrap_or(0),
+        "cmdline": "mihari watch",
+    });
+    let file: &mut File = &mut flock;
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(content.to_string().as_bytes()))
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("cannot write the watch lock '{}': {e}", path.display()))?;
+    Ok(Acquired::Taken(
+        WatchLock {
+            path,
+            flock: Some(flock),
+        },
+        takeover,
+    ))
+}
+
+impl Drop for WatchLock {
+    fn drop(&mut self) {
+        // Remove while still holding the flock, so no newcomer locks a file about to vanish.
+        let _ = fs::remove_file(&self.path);
+        drop(self.flock.take());
+    }
+}

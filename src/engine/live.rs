@@ -1,0 +1,175 @@
+//! The live engine: the event-driven loop's bookkeeping, shared by the dashboard and the
+//! machine watcher.
+//!
+//! [`Live`] owns the [`Engine`] and its [`Triggers`]. It points the triggers at every
+//! declared file's folder, at the state store, at the watch lock and at every live holder;
+//! sorts what the triggers report into the jobs to gather again; and answers the one
+//! question the loop's single timer asks — when can anything change by time alone. It has no
+//! loop of its own and does not sleep: each caller runs its own `select!`, with its own
+//! inputs (the terminal, signals), and hands what arrived here.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::triggers::{Sink, Trigger, Triggers};
+use super::{CheckResultFor, DueCheck, Engine, Snapshot};
+use crate::config::Config;
+
+/// How often holders that cannot be waited on through a pidfd are looked at again.
+const HOLDER_POLL: Duration = Duration::seconds(5);
+
+/// What arrived since the last pass, sorted.
+#[derive(Debug, Default)]
+pub struct Arrivals {
+    touched: HashSet<String>,
+    everything: bool,
+    store: bool,
+    folders_moved: bool,
+    checks: Vec<CheckResultFor>,
+}
+
+impl Arrivals {
+    /// Whether anything arrived that calls for a new snapshot.
+    pub fn any(&self) -> bool {
+        self.everything
+            || self.store
+            || self.folders_moved
+            || !self.touched.is_empty()
+            || !self.checks.is_empty()
+    }
+}
+
+/// The engine with its event sources.
+pub struct Live {
+    pub engine: Engine,
+    triggers: Triggers,
+    store_paths: HashSet<PathBuf>,
+    /// Holders no pidfd could be opened for: looked at every [`HOLDER_POLL`].
+    unpolled: Vec<(u32, u64)>,
+    next_holder_poll: Option<DateTime<Utc>>,
+    /// Folders that could not be watched, with why, from the last time the watches moved.
+    pub unwatched: Vec<(PathBuf, String)>,
+}
+
+impl Live {
+    /// Starts the event sources for `config`; their reports go to `sink`.
+    pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
+        let engine = Engine::new(config);
+        let triggers = Triggers::new(sink)?;
+        let store_paths = engine.store_paths().into_iter().collect();
+        Ok(Live {
+            engine,
+            triggers,
+            store_paths,
+            unpolled: Vec::new(),
+            next_holder_poll: None,
+            unwatched: Vec::new(),
+        })
+    }
+
+    /// Gathers everything once and starts following it.
+    pub fn start(&mut self, now: DateTime<Utc>) -> Snapshot {
+        let snapshot = self.engine.refresh(None, now);
+        self.follow();
+        snapshot
+    }
+
+    /// Points the watches at the current files, the store and the holders.
+    fn follow(&mut self) {
+        let mut paths = self.engine.watched_paths();
+        paths.extend(self.store_paths.iter().cloned());
+        paths.push(self.engine.watch_lock_path());
+        self.unwatched = self.triggers.watch_paths(&paths);
+        self.unpolled = self.triggers.watch_holders(&self.engine.live_holders());
+        if self.unpolled.is_empty() {
+            self.next_holder_poll = None;
+        }
+    }
+
+    /// Sorts one trigger into `arrivals`.
+    pub fn note(&self, arrivals: &mut Arrivals, trigger: Trigger) {
+        match trigger {
+            Trigger::Changed(path) if self.store_paths.contains(&path) => arrivals.store = true,
+            Trigger::Changed(path) if path == self.engine.watch_lock_path() => {
+                arrivals.store = true
+            }
+            Trigger::Changed(path) => {
+                let jobs = self.engine.jobs_touching(&path);
+                // A folder that appeared or went away may be where a job's files live:
+                // point the watches again. Files of no job that still exist need nothing.
+                if jobs.is_empty() && (path.is_dir() || !path.exists()) {
+                    arrivals.folders_moved = true;
+                }
+                arrivals.touched.extend(jobs);
+            }
+            Trigger::Rescan => arrivals.everything = true,
+            Trigger::HolderExited { pid, .. } => {
+                arrivals.touched.extend(self.engine.jobs_held_by(pid));
+                if self.engine.watcher_pid() == Some(pid) {
+                    arrivals.store = true;
+                }
+            }
+        }
+    }
+
+    /// Notes a check's result.
+    pub fn note_check(&self, arrivals: &mut Arrivals, result: CheckResultFor) {
+        arrivals.checks.push(result);
+    }
+
+    /// Applies what arrived at `now` — and, when `deadline_reached`, the passing of one of
+    /// [`Live::deadline`]'s moments: gathers what was touched, records check results, judges
+    /// again. `None` when nothing changed.
+    pub fn apply(
+        &mut self,
+        mut arrivals: Arrivals,
+        deadline_reached: bool,
+        now: DateTime<Utc>,
+    ) -> Option<Snapshot> {
+        if self.next_holder_poll.is_some_and(|at| at <= now) {
+            self.next_holder_poll = None;
+            for (pid, _) in &self.unpolled {
+                arrivals.touched.extend(self.engine.jobs_held_by(*pid));
+            }
+        }
+        if !arrivals.any() && !deadline_reached {
+            return None;
+        }
+        if !arrivals.checks.is_empty() {
+            self.engine
+                .record_checks(std::mem::take(&mut arrivals.checks));
+        }
+        if arrivals.folders_moved {
+            self.follow();
+        }
+        let mut snapshot = None;
+        if arrivals.store {
+            snapshot = Some(self.engine.refresh_store(now));
+        }
+        if arrivals.everything || !arrivals.touched.is_empty() {
+            let only = (!arrivals.everything).then_some(&arrivals.touched);
+            snapshot = Some(self.engine.refresh(only, now));
+            self.follow();
+        }
+        Some(snapshot.unwrap_or_else(|| self.engine.reassess(now)))
+    }
+
+    /// The checks due now, handed out to run in the background.
+    pub fn take_due_checks(&mut self, now: DateTime<Utc>) -> Vec<DueCheck> {
+        self.engine.take_due_checks(now)
+    }
+
+    /// The next moment anything can change by time alone: a stall or timeout deadline, a
+    /// check falling due, or the slow look at holders no pidfd follows.
+    pub fn deadline(&mut self, snapshot: &Snapshot, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if !self.unpolled.is_empty() && self.next_holder_poll.is_none() {
+            self.next_holder_poll = Some(now + HOLDER_POLL);
+        }
+        [self.engine.next_deadline(snapshot), self.next_holder_poll]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}

@@ -1,0 +1,536 @@
+//! `mihari watch`: the machine watcher, the process that keeps watch when no one looks.
+//!
+//! One per state_dir (the watch lock). It runs the same event-driven engine as the dashboard
+//! ([`Live`]: file notifications, pidfd waits, one deadline timer) and, after each change,
+//! asks the [`Brain`] what to do: record state changes, restart what the rules allow (through
+//! the one executor, as the watcher), tell a human at once about the four kinds of things,
+//! once per episode, through `escalate_command`, and queue everything else for the daily
+//! digest, which it cuts at `digest_at`. `--once` makes one such pass for cron or a systemd
+//! timer and exits with `check`'s codes. It never draws anything and never decides for a
+//! human: what it may not do, it escalates.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+use crate::cli::status_code;
+use crate::config::Config;
+use crate::core::State;
+use crate::core::decision::Decision;
+use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
+use crate::core::watch::{Brain, Pass, category};
+use crate::effect::watch_lock::{self, Acquired};
+use crate::effect::{self, Outcome, OutcomeKind};
+use crate::engine::live::{Arrivals, Live};
+use crate::engine::triggers::Trigger;
+use crate::engine::{Action, CheckResultFor, Snapshot};
+use crate::store::digest::{DigestCategory, next_cut};
+use crate::store::{Actor, Kind, NewEvent, Store};
+
+/// Exit code when another watcher already watches this state_dir.
+pub const EXIT_ALREADY_WATCHING: u8 = 75;
+/// How long `escalate_command` may run before it is killed and the failure recorded.
+const ESCALATE_TIMEOUT: StdDuration = StdDuration::from_secs(20);
+/// How long the watcher waits for more file events after the first.
+const COALESCE: StdDuration = StdDuration::from_millis(15);
+
+/// Runs the watcher on the jobs file: long-running, or one pass with `once`.
+pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCode {
+    let config = match crate::cli::load_config(config_path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let mut store = match Store::open(&config.settings.state_dir, Actor::Watcher) {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("mihari watch: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let lock = match watch_lock::acquire(&config.settings.state_dir) {
+        Ok(Acquired::Taken(lock, takeover)) => {
+            if let Some(note) = takeover {
+                let _ = store.append(NewEvent::new(Kind::WatcherTakeover).reason(note));
+            }
+            lock
+        }
+        Ok(Acquired::Busy { why, .. }) if once => {
+            println!("mihari watch --once: {why}; this pass is not needed");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Acquired::Busy { why, .. }) => {
+            eprintln!("mihari watch: {why}");
+            return ExitCode::from(EXIT_ALREADY_WATCHING);
+        }
+        Err(error) => {
+            eprintln!("mihari watch: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let code = if once {
+        one_pass(config, store, interval_sec)
+    } else {
+        let _ = store.append(
+            NewEvent::new(Kind::WatcherStarted).reason(format!("pid {}", std::process::id())),
+        );
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("mihari watch: cannot start its runtime: {error}");
+                return ExitCode::from(3);
+            }
+        };
+        let result = runtime.block_on(watch_forever(config, &mut store));
+        let _ = store.append(
+            NewEvent::new(Kind::WatcherStopped).reason(format!("pid {}", std::process::id())),
+        );
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("mihari watch: {error}");
+                ExitCode::from(3)
+            }
+        }
+    };
+    drop(lock);
+    code
+}
+
+/// The watcher's memory and hands: the brain, the store, and what it has in flight.
+struct Watcher {
+    config: Config,
+    brain: Brain,
+    /// Restarts handed to the executor whose outcomes have not come back.
+    in_flight: HashSet<String>,
+    /// Restart keys already recorded as skipped because the daily cap was spent.
+    capped_keys: HashSet<String>,
+    /// When the digest is cut next.
+    next_cut: DateTime<Utc>,
+}
+
+impl Watcher {
+    fn new(config: Config, store: &Store, now: DateTime<Utc>) -> Watcher {
+        let states = store
+            .last_states()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(job, state)| Some((job, State::parse(&state)?)));
+        let episodes = store
+            .open_episodes()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| Some((e.job, EscalationKind::parse(&e.kind)?)));
+        let capped_keys = store
+            .events(&crate::store::EventFilter {
+                kind: Some(Kind::Skipped.as_str().to_string()),
+                since: Some(now - chrono::Duration::hours(24)),
+                ..Default::default()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| e.key)
+            .collect();
+        let after = store.last_cut().ok().flatten().unwrap_or(now);
+        let next_cut = next_cut(
+            after.max(now - chrono::Duration::days(1)),
+            config.settings.digest_at,
+        );
+        Watcher {
+            brain: Brain::restored(states, episodes),
+            config,
+            in_flight: HashSet::new(),
+            capped_keys,
+            next_cut,
+        }
+    }
+
+    /// Judges one snapshot and carries out what it asks, except the restarts, which are
+    /// returned as decisions for the caller to execute (in the background, or at once),
+    /// with the moments backoffs end.
+    fn pass(
+        &mut self,
+        live: &Live,
+        snapshot: &Snapshot,
+        store: &mut Store,
+        now: DateTime<Utc>,
+    ) -> (Vec<Decision>, Vec<(String, DateTime<Utc>)>) {
+        let history = |id: &str| {
+            snapshot
+                .evidence_of(id)
+                .map(|e| e.history.clone())
+                .unwrap_or_default()
+        };
+        let pass = self.brain.pass(
+            &snapshot.list,
+            &self.config.jobs,
+            &history,
+            self.config.settings.restart_daily_cap,
+            // The watcher cannot escalate its own absence; that is the dashboard's to say.
+            &[],
+            now,
+        );
+        // Claims whose claimer died mid-way (a watcher killed between claiming and
+        // verifying) are resolved before anything else is decided.
+        for resolved in effect::recover::recover(store, &self.config) {
+            eprintln!("mihari watch: recovered a claim: {resolved}");
+        }
+        let restarts = self.restarts(live, &pass, store, now);
+        self.record(&pass, store);
+        self.cap(live, &pass, store, now);
+        if now >= self.next_cut {
+            if let Ok(Some(id)) = store.cut_digest(now) {
+                let _ = store.append(
+                    NewEvent::new(Kind::Detected).reason(format!("digest {id} cut at digest_at")),
+                );
+            }
+            self.next_cut = next_cut(now, self.config.settings.digest_at);
+        }
+        (restarts, pass.waits)
+    }
+
+    /// Proposes the restarts the brain allows; a refusal becomes something only a human can
+    /// move, escalated by the next pass.
+    fn restarts(
+        &mut self,
+        live: &Live,
+        pass: &Pass,
+        store: &mut Store,
+        now: DateTime<Utc>,
+    ) -> Vec<Decision> {
+        let mut decisions = Vec::new();
+        for job in &pass.restarts {
+            if self.in_flight.contains(job) {
+                continue;
+            }
+            match live.engine.propose(Action::Restart, job, now) {
+                Ok(decision) => {
+                    self.in_flight.insert(job.clone());
+                    decisions.push(decision);
+                }
+                Err(why) => {
+                    let _ = store.append(
+                        NewEvent::new(Kind::Refused)
+                            .job(job)
+                            .reason(format!("automatic restart refused: {why}")),
+                    );
+                    self.brain.cannot_restart(job, &why);
+                }
+            }
+        }
+        decisions
+    }
+
+    /// Records state changes, escalates new episodes, closes ended ones, queues the digest.
+    fn record(&mut self, pass: &Pass, store: &mut Store) {
+        for (job, before, now) in &pass.state_changes {
+            let from = before.map_or("(first seen)", State::as_str);
+            let _ = store.append(
+                NewEvent::new(Kind::StateChanged)
+                    .job(job)
+                    .reason(format!("{from} -> {}", now.as_str())),
+            );
+        }
+        for condition in &pass.escalate {
+            self.escalate(condition, store);
+        }
+        for (job, kind) in &pass.ended {
+            let _ = store.close_episode(job, kind.as_str());
+        }
+        for (job, category, text) in &pass.digest {
+            let category = DigestCategory::parse(category).unwrap_or(DigestCategory::Other);
+            let _ = store.queue_digest(job.as_deref(), category, text);
+        }
+    }
+
+    /// Tells a human once: records the episode and `escalated`, then runs `escalate_command`
+    /// with the one-line message as its last argument. A failure is recorded, never fatal.
+    fn escalate(&mut self, condition: &Condition, store: &mut Store) {
+        let job = (condition.job != NO_JOB).then_some(condition.job.as_str());
+        let opened = store
+            .open_episode(&condition.job, condition.kind.as_str(), &condition.message)
+            .unwrap_or(true);
+        if !opened {
+            return;
+        }
+        let mut event =
+            NewEvent::new(Kind::Escalated).reason(format!("kind {}", condition.kind.as_str()));
+        if let Some(job) = job {
+            event = event.job(job);
+        }
+        let _ = store.append(event);
+        let _ = store.mark_escalated(&condition.job, condition.kind.as_str());
+        if let Some(command) = &self.config.settings.escalate_command
+            && let Err(error) =
+                run_escalate_command(command, &format!("mihari: {}", condition.message))
+        {
+            let mut event = NewEvent::new(Kind::Escalated).reason(format!(
+                "escalate_command failed ({}): {error}",
+                condition.kind.as_str()
+            ));
+            if let Some(job) = job {
+                event = event.job(job);
+            }
+            let _ = store.append(event);
+        }
+    }
+
+    /// Jobs that need a restart while the daily cap is spent: `cap-reached` once, and each
+    /// new situation (a new claim key) recorded as `skipped`, queued as a suppression.
+    fn cap(&mut self, live: &Live, pass: &Pass, store: &mut Store, now: DateTime<Utc>) {
+        for job in &pass.capped {
+            let key = match live.engine.propose(Action::Restart, job, now) {
+                Ok(decision) => decision.key().to_string(),
+                Err(_) => continue,
+            };
+            if !self.capped_keys.insert(key.clone()) {
+                continue;
+            }
+            let cap = self.config.settings.restart_daily_cap;
+            let already_reached = store
+                .last_event(Some(job), &[Kind::CapReached, Kind::Started])
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.kind == Kind::CapReached.as_str());
+            if !already_reached {
+                let _ = store.append(
+                    NewEvent::new(Kind::CapReached)
+                        .job(job)
+                        .reason(format!("{cap} automatic restarts in 24 h")),
+                );
+            }
+            let _ = store.append(
+                NewEvent::new(Kind::Skipped)
+                    .job(job)
+                    .key(&key)
+                    .reason(format!(
+                        "automatic restart skipped: the daily cap of {cap} is spent"
+                    )),
+            );
+            let _ = store.queue_digest(
+                Some(job),
+                DigestCategory::Suppressed,
+                &format!("restart skipped: the daily cap of {cap} is spent"),
+            );
+        }
+    }
+
+    /// Notes a restart's outcome: queued for the digest, or left for the next pass (a failure
+    /// is a broken rule the event log carries).
+    fn outcome(&mut self, job: &str, outcome: &Outcome, store: &mut Store) {
+        self.in_flight.remove(job);
+        // Short words of our own for the digest: an outcome's message may name a path.
+        let (category, text) = match outcome.result {
+            OutcomeKind::Verified => (
+                category::MACHINE_RESTART,
+                "restarted by the machine; the new process holds the lock",
+            ),
+            OutcomeKind::Suppressed => (
+                category::SUPPRESSED,
+                "automatic restart suppressed by the workspace cooldown",
+            ),
+            OutcomeKind::Duplicate => (
+                category::SUPPRESSED,
+                "automatic restart already claimed elsewhere (duplicate)",
+            ),
+            OutcomeKind::Refused => {
+                self.brain.cannot_restart(job, &outcome.message);
+                return;
+            }
+            _ => (
+                category::MACHINE_RESTART,
+                "automatic restart failed (see mihari events)",
+            ),
+        };
+        let category = DigestCategory::parse(category).unwrap_or(DigestCategory::Other);
+        let _ = store.queue_digest(Some(job), category, text);
+    }
+
+    /// The next moment the watcher itself must act: a backoff ending, or the digest's cut.
+    fn deadline(&self, pass_waits: &[(String, DateTime<Utc>)]) -> DateTime<Utc> {
+        pass_waits
+            .iter()
+            .map(|(_, at)| *at)
+            .chain(std::iter::once(self.next_cut))
+            .min()
+            .unwrap_or(self.next_cut)
+    }
+}
+
+/// Runs `escalate_command` with `message` appended: argv, no shell, a timeout.
+fn run_escalate_command(command: &[String], message: &str) -> Result<(), String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| "escalate_command is empty".to_string())?;
+    let mut child = Command::new(program)
+        .args(args)
+        .arg(message)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run '{program}': {e}"))?;
+    let deadline = std::time::Instant::now() + ESCALATE_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => return Err(format!("'{program}' exited with {status}")),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "'{program}' timed out after {} s",
+                    ESCALATE_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(StdDuration::from_millis(20)),
+            Err(error) => return Err(format!("cannot wait for '{program}': {error}")),
+        }
+    }
+}
+
+/// What reaches the long-running watcher.
+enum Input {
+    Trigger(Trigger),
+    Checks(CheckResultFor),
+    Restarted(String, Outcome),
+    Stop,
+}
+
+async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> {
+    let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::interrupt(),
+        tokio::signal::unix::SignalKind::hangup(),
+    ] {
+        if let Ok(mut stream) = tokio::signal::unix::signal(kind) {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                if stream.recv().await.is_some() {
+                    let _ = sender.send(Input::Stop);
+                }
+            });
+        }
+    }
+    let trigger_sender = sender.clone();
+    let mut live = Live::new(
+        config.clone(),
+        Arc::new(move |trigger| {
+            let _ = trigger_sender.send(Input::Trigger(trigger));
+        }),
+    )?;
+    let now = Utc::now();
+    let mut watcher = Watcher::new(config.clone(), store, now);
+    let mut snapshot = live.start(now);
+    start_checks(&mut live, &sender, now);
+    let mut waits: Vec<(String, DateTime<Utc>)>;
+    let mut told_unwatched: BTreeSet<std::path::PathBuf> = BTreeSet::new();
+    loop {
+        let now = Utc::now();
+        let decisions;
+        (decisions, waits) = watcher.pass(&live, &snapshot, store, now);
+        for decision in decisions {
+            let config = config.clone();
+            let sender = sender.clone();
+            tokio::task::spawn_blocking(move || {
+                let outcome = effect::execute(&decision, &config, Actor::Watcher);
+                let _ = sender.send(Input::Restarted(decision.job().to_string(), outcome));
+            });
+        }
+        for (folder, error) in &live.unwatched {
+            if told_unwatched.insert(folder.clone()) {
+                eprintln!(
+                    "mihari watch: cannot watch '{}' ({error}); its changes are seen at the next deadline",
+                    folder.display()
+                );
+            }
+        }
+
+        let engine_deadline = live.deadline(&snapshot, now);
+        let own = watcher.deadline(&waits);
+        let deadline = engine_deadline.map_or(own, |at| at.min(own));
+        let sleep = (deadline - Utc::now())
+            .to_std()
+            .unwrap_or(StdDuration::ZERO);
+        let first = tokio::select! {
+            input = inbox.recv() => input,
+            () = tokio::time::sleep(sleep) => None,
+        };
+        let mut batch: Vec<Input> = first.into_iter().collect();
+        if batch.iter().any(|i| matches!(i, Input::Trigger(_))) {
+            tokio::time::sleep(COALESCE).await;
+        }
+        while let Ok(more) = inbox.try_recv() {
+            batch.push(more);
+        }
+        let mut arrivals = Arrivals::default();
+        let mut restarted = false;
+        for input in batch {
+            match input {
+                Input::Stop => return Ok(()),
+                Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
+                Input::Checks(result) => live.note_check(&mut arrivals, result),
+                Input::Restarted(job, outcome) => {
+                    watcher.outcome(&job, &outcome, store);
+                    restarted = true;
+                }
+            }
+        }
+        let now = Utc::now();
+        let reached = engine_deadline.is_some_and(|at| at <= now) || own <= now || restarted;
+        if let Some(fresh) = live.apply(arrivals, reached, now) {
+            snapshot = fresh;
+        } else if reached {
+            snapshot = live.engine.reassess(now);
+        }
+        start_checks(&mut live, &sender, now);
+    }
+}
+
+fn start_checks(live: &mut Live, sender: &mpsc::UnboundedSender<Input>, now: DateTime<Utc>) {
+    for check in live.take_due_checks(now) {
+        let sender = sender.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = sender.send(Input::Checks(check.run()));
+        });
+    }
+}
+
+/// One pass for cron or a systemd timer: gather, run every check, act, record the pass
+/// (with its interval, so a missing pass can be noticed), and exit with `check`'s code.
+fn one_pass(config: Config, mut store: Store, interval_sec: u64) -> ExitCode {
+    let mut live = match Live::new(config.clone(), Arc::new(|_| {})) {
+        Ok(live) => live,
+        Err(error) => {
+            eprintln!("mihari watch --once: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    live.engine.run_checks(None);
+    let now = Utc::now();
+    let snapshot = live.start(now);
+    let mut watcher = Watcher::new(config.clone(), &store, now);
+    let (decisions, _) = watcher.pass(&live, &snapshot, &mut store, now);
+    for decision in decisions {
+        let outcome = effect::execute(&decision, &config, Actor::Watcher);
+        println!("{}", crate::core::text::inert(&outcome.message));
+        watcher.outcome(decision.job(), &outcome, &mut store);
+    }
+    let _ = store.append(NewEvent::new(Kind::WatcherPass).reason(format!(
+        "once, interval {interval_sec} s, pid {}",
+        std::process::id()
+    )));
+    let now = Utc::now();
+    let after = live.engine.refresh(None, now);
+    let mut out = std::io::stdout().lock();
+    let _ = crate::cli::render_table(&after, &mut out);
+    ExitCode::from(status_code(&after))
+}

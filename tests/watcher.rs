@@ -1,0 +1,409 @@
+//! The machine watcher with real processes: one per state_dir, automatic restarts under the
+//! daily cap, no double spawn after a `kill -9`, escalations once per episode through a real
+//! `escalate_command`, and the dashboard's "no machine is watching".
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mihari::store::{Actor, EventFilter, Store};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mihari");
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+    watchers: Vec<Child>,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+            watchers: Vec::new(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// One job, `collect`, whose command is `command` (argv, JSON-ish list).
+    fn config(&self, settings: &str, job: &str) {
+        let text = format!(
+            "settings:\n  state_dir: state\n{settings}jobs:\n  - id: collect\n    \
+             lock: collect.lock\n    log: collect.log\n    progress_file: collect.progress\n    \
+             expected_total: 100\n    should_run_when: [not_complete]\n{job}"
+        );
+        fs::write(self.path("jobs.yaml"), text).unwrap();
+    }
+
+    fn watch(&mut self, extra_env: &[(&str, &str)]) -> u32 {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--config")
+            .arg(self.path("jobs.yaml"))
+            .arg("watch")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in extra_env {
+            command.env(key, value);
+        }
+        let child = command.spawn().unwrap();
+        let pid = child.id();
+        self.watchers.push(child);
+        pid
+    }
+
+    fn mihari(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--config")
+            .arg(self.path("jobs.yaml"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.path("state"), Actor::Cli).unwrap()
+    }
+
+    fn count(&self, kind: &str) -> usize {
+        self.store()
+            .events(&EventFilter {
+                kind: Some(kind.into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .len()
+    }
+
+    /// Waits until `ready` holds, or fails after `within`.
+    fn wait_until(&self, within: Duration, what: &str, ready: impl Fn() -> bool) {
+        let deadline = Instant::now() + within;
+        while !ready() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Leaves a lock whose holder is dead (a sleep killed and reaped).
+    fn dead_lock(&self, run: &str) {
+        let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = sleeper.id();
+        let ticks = mihari::probe::proc::start_ticks(pid).unwrap();
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        fs::write(
+            self.path("collect.lock"),
+            format!("{{\"pid\":{pid},\"start_time\":{ticks},\"run_id\":\"{run}\"}}"),
+        )
+        .unwrap();
+        fs::write(self.path("collect.progress"), "{\"i\":1}\n").unwrap();
+        fs::write(self.path("collect.log"), "worked\n").unwrap();
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for child in &mut self.watchers {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let needle = self.dir.path().to_string_lossy().into_owned();
+        for entry in fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn two_watchers_started_at_once_exactly_one_runs() {
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    fs::create_dir_all(sandbox.path("state")).unwrap();
+    let first = sandbox.watch(&[]);
+    let second = sandbox.watch(&[]);
+    thread::sleep(Duration::from_millis(1500));
+    let running: Vec<u32> = [first, second].into_iter().filter(|p| alive(*p)).collect();
+    assert_eq!(running.len(), 1, "running: {running:?}");
+    // The one that stepped aside said why and exited 75.
+    let loser = sandbox
+        .watchers
+        .iter_mut()
+        .find(|c| !alive(c.id()))
+        .unwrap();
+    let status = loser.wait().unwrap();
+    assert_eq!(status.code(), Some(75));
+    let mut said = String::new();
+    std::io::Read::read_to_string(loser.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(said.contains("another watcher holds"), "{said}");
+    assert!(
+        said.contains(&running[0].to_string()),
+        "names the pid: {said}"
+    );
+    // The dashboard and check see it alive.
+    let out = sandbox.mihari(&["check"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("watcher alive (pid {}", running[0])),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_dead_watchers_lock_is_taken_over_and_its_absence_is_red_until_then() {
+    let mut sandbox = Sandbox::new();
+    // A job never started: DISPATCH, a warning.
+    sandbox.config("", "");
+    // Never watched: a notice, not a RED.
+    let out = sandbox.mihari(&["check"]);
+    assert_eq!(out.status.code(), Some(1), "DISPATCH only");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no watcher yet"));
+
+    let pid = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the watch lock", || {
+        sandbox.path("state/watch.lock").exists() && sandbox.count("watcher-started") == 1
+    });
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    sandbox.wait_until(Duration::from_secs(10), "the watcher to die", || {
+        !alive(pid)
+    });
+    // A watcher ran and is gone: RED, "no machine is watching", dispatch held.
+    let out = sandbox.mihari(&["check", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["dispatch_held"], true);
+    let table = sandbox.mihari(&["check"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("no machine is watching"), "{text}");
+    assert!(text.contains("NO WATCHER"), "{text}");
+    // A new watcher takes the dead one's lock over, and says so in the record.
+    let second = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the takeover", || {
+        sandbox.count("watcher-takeover") == 1
+    });
+    assert!(alive(second));
+    let takeover = sandbox
+        .store()
+        .events(&EventFilter {
+            kind: Some("watcher-takeover".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(
+        takeover[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains(&pid.to_string()),
+        "{takeover:?}"
+    );
+}
+
+#[test]
+fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppressed() {
+    let mut sandbox = Sandbox::new();
+    let cap = 2;
+    // The job crashes at once every time it is started.
+    sandbox.config(
+        &format!("  restart_daily_cap: {cap}\n  workspace_cooldown_sec: 0\n"),
+        &format!(
+            "    auto_restart: true\n    auto_restart_reason: crashes are known and harmless\n    \
+             restart:\n      command: [\"sh\", \"-c\", \"exit 1\", \"{}\"]\n      cwd: .\n",
+            sandbox.dir.path().display()
+        ),
+    );
+    sandbox.dead_lock("run-0");
+    sandbox.watch(&[]);
+    // The first restart goes at once, the second after the 10 s backoff; then the cap.
+    sandbox.wait_until(Duration::from_secs(40), "the cap", || {
+        sandbox.count("cap-reached") == 1
+    });
+    // Inject more crashes: each a new dead lock, each a new situation.
+    let injected = 10 * cap - cap;
+    for round in 0..injected {
+        let before = sandbox.count("skipped");
+        sandbox.dead_lock(&format!("run-{}", round + 1));
+        sandbox.wait_until(Duration::from_secs(10), "a skip", || {
+            sandbox.count("skipped") > before
+        });
+    }
+    let store = sandbox.store();
+    let spawned: Vec<_> = store
+        .events(&EventFilter {
+            kind: Some("spawned".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(spawned.len(), cap, "{spawned:?}");
+    assert!(spawned.iter().all(|e| e.actor == Actor::Watcher));
+    let skipped = sandbox.count("skipped");
+    assert!(
+        skipped >= injected,
+        "{skipped} skipped for {injected} injected crashes"
+    );
+    assert_eq!(sandbox.count("cap-reached"), 1);
+    // The spent cap is a broken rule: RED, told once.
+    let escalated = store
+        .events(&EventFilter {
+            kind: Some("escalated".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        escalated
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("kind broken-rule"))
+            .count(),
+        1,
+        "{escalated:?}"
+    );
+    let out = sandbox.mihari(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reasons = report["jobs"][0]["reasons"].to_string();
+    assert!(reasons.contains("daily cap"), "{reasons}");
+}
+
+#[test]
+fn kill_9_of_the_watcher_mid_restart_then_a_new_watcher_never_spawns_twice() {
+    for pause in [
+        "MIHARI_FAULT_PAUSE_AFTER_CLAIM_MS",
+        "MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS",
+    ] {
+        let mut sandbox = Sandbox::new();
+        sandbox.config(
+            "",
+            &format!(
+                "    auto_restart: true\n    auto_restart_reason: known cause\n    restart:\n      \
+                 command: [\"sh\", \"-c\", \"exec sleep 60\", \"{}\"]\n      cwd: .\n",
+                sandbox.dir.path().display()
+            ),
+        );
+        sandbox.dead_lock("run-1");
+        let first = sandbox.watch(&[(pause, "3000")]);
+        sandbox.wait_until(Duration::from_secs(10), "the claim", || {
+            sandbox.count("claimed") == 1
+        });
+        thread::sleep(Duration::from_millis(300));
+        kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+        sandbox.wait_until(Duration::from_secs(10), "the watcher to die", || {
+            !alive(first)
+        });
+        sandbox.watch(&[]);
+        sandbox.wait_until(Duration::from_secs(20), "the job running", || {
+            let out = sandbox.mihari(&["check", "--json"]);
+            serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .is_ok_and(|r| r["jobs"][0]["state"] == "RUNNING")
+        });
+        thread::sleep(Duration::from_millis(500));
+        let store = sandbox.store();
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+        let spawned = sandbox.count("spawned");
+        assert_eq!(spawned, 1, "{pause}: spawned {spawned} times");
+        assert!(
+            store.open_claims().unwrap().is_empty(),
+            "{pause}: a claim left open"
+        );
+    }
+}
+
+#[test]
+fn escalate_command_runs_once_per_episode_and_a_failing_one_never_stops_the_watcher() {
+    let mut sandbox = Sandbox::new();
+    let told = sandbox.path("told.txt");
+    sandbox.config(
+        &format!(
+            "  escalate_command: [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$0\\\" >> {}\"]\n",
+            told.display()
+        ),
+        "    restart:\n      command: [\"true\"]\n",
+    );
+    sandbox.dead_lock("run-1");
+    let pid = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the escalation", || {
+        fs::read_to_string(&told).is_ok_and(|t| !t.is_empty())
+    });
+    // More passes while nothing changes: a write to the log wakes the watcher each time.
+    for i in 0..5 {
+        fs::write(sandbox.path("collect.log"), format!("still nothing {i}\n")).unwrap();
+        thread::sleep(Duration::from_millis(200));
+    }
+    let lines = fs::read_to_string(&told).unwrap();
+    assert_eq!(lines.lines().count(), 1, "told more than once: {lines}");
+    assert!(lines.contains("collect"), "{lines}");
+    assert!(lines.contains("only a human"), "{lines}");
+    assert!(alive(pid));
+
+    // A failing escalate_command is recorded and the watcher carries on.
+    let mut failing = Sandbox::new();
+    failing.config(
+        "  escalate_command: [\"/nonexistent/notify\"]\n",
+        "    restart:\n      command: [\"true\"]\n",
+    );
+    failing.dead_lock("run-1");
+    let pid = failing.watch(&[]);
+    failing.wait_until(Duration::from_secs(10), "the failure recorded", || {
+        failing
+            .store()
+            .events(&EventFilter {
+                kind: Some("escalated".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .iter()
+            .any(|e| {
+                e.reason
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("escalate_command failed")
+            })
+    });
+    thread::sleep(Duration::from_millis(300));
+    assert!(alive(pid), "the watcher stopped");
+}
+
+#[test]
+fn watch_once_records_its_pass_and_a_missed_pass_means_no_machine_is_watching() {
+    let sandbox = Sandbox::new();
+    sandbox.config("", "");
+    let out = sandbox.mihari(&["watch", "--once", "--interval", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sandbox.count("watcher-pass"), 1);
+    assert!(
+        !sandbox.path("state/watch.lock").exists(),
+        "the lock goes with the pass"
+    );
+    let text = String::from_utf8_lossy(&sandbox.mihari(&["check"]).stdout).into_owned();
+    assert!(text.contains("watcher passes"), "{text}");
+    thread::sleep(Duration::from_millis(2500));
+    let out = sandbox.mihari(&["check"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("more than twice its interval"), "{text}");
+}
