@@ -294,6 +294,21 @@ pub fn render_prometheus(snapshot: &Snapshot, out: &mut impl Write) -> io::Resul
     }
     writeln!(
         out,
+        "# HELP mihari_restarts_24h Restarts (spawns) of the job in the last 24 hours."
+    )?;
+    writeln!(out, "# TYPE mihari_restarts_24h gauge")?;
+    for row in snapshot.list.rows() {
+        let restarts = snapshot
+            .evidence_of(&row.id)
+            .map_or(0, |e| e.history.spawns_24h.len());
+        writeln!(
+            out,
+            "mihari_restarts_24h{{job=\"{}\"}} {restarts}",
+            label(&row.id)
+        )?;
+    }
+    writeln!(
+        out,
         "# HELP mihari_bucket_jobs Jobs in each action-list bucket."
     )?;
     writeln!(out, "# TYPE mihari_bucket_jobs gauge")?;
