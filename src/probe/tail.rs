@@ -256,13 +256,14 @@ impl PartialLine {
 /// The last [`MAX_LINE_BYTES`] bytes of `line`, decoded and made inert. A cut that falls inside
 /// a multi-byte character moves forward past its continuation bytes (at most three), so the
 /// shown text does not start with a U+FFFD that is not in the file.
+///
+/// Only ever called for a line that was cut, so the first kept byte is always a cut point,
+/// even when exactly [`MAX_LINE_BYTES`] bytes were kept (a final '\r' was dropped).
 fn shown_tail(line: &[u8]) -> String {
     let mut start = line.len().saturating_sub(MAX_LINE_BYTES);
-    if start > 0 {
-        let limit = (start + 3).min(line.len());
-        while start < limit && line[start] & 0xC0 == 0x80 {
-            start += 1;
-        }
+    let limit = (start + 3).min(line.len());
+    while start < limit && line[start] & 0xC0 == 0x80 {
+        start += 1;
     }
     inert(&String::from_utf8_lossy(&line[start..]))
 }
