@@ -19,6 +19,9 @@ use crate::config::Config;
 
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: Duration = Duration::seconds(5);
+/// How often everything is gathered again while some folder cannot be watched (the inotify
+/// watch limit): the fallback is polling, never silence.
+const FOLDER_POLL: Duration = Duration::seconds(2);
 
 /// What arrived since the last pass, sorted.
 #[derive(Debug, Default)]
@@ -51,6 +54,8 @@ pub struct Live {
     next_holder_poll: Option<DateTime<Utc>>,
     /// Folders that could not be watched, with why, from the last time the watches moved.
     pub unwatched: Vec<(PathBuf, String)>,
+    /// While some folder is unwatched: when everything is gathered again.
+    next_folder_poll: Option<DateTime<Utc>>,
 }
 
 impl Live {
@@ -66,14 +71,34 @@ impl Live {
             unpolled: Vec::new(),
             next_holder_poll: None,
             unwatched: Vec::new(),
+            next_folder_poll: None,
         })
     }
 
     /// Gathers everything once and starts following it.
     pub fn start(&mut self, now: DateTime<Utc>) -> Snapshot {
-        let snapshot = self.engine.refresh(None, now);
+        let mut snapshot = self.engine.refresh(None, now);
         self.follow();
+        self.mark(&mut snapshot);
         snapshot
+    }
+
+    /// Says on the snapshot how many folders are polled instead of watched.
+    fn mark(&self, snapshot: &mut Snapshot) {
+        snapshot.polled_folders = self.unwatched.len();
+        if let Some((folder, error)) = self.unwatched.first() {
+            snapshot.notices.insert(
+                0,
+                format!(
+                    "polling {} folder{} every {} s: cannot watch '{}' ({error}); raise \
+                     fs.inotify.max_user_watches",
+                    self.unwatched.len(),
+                    if self.unwatched.len() == 1 { "" } else { "s" },
+                    FOLDER_POLL.num_seconds(),
+                    folder.display()
+                ),
+            );
+        }
     }
 
     /// Points the watches at the current files, the store and the holders.
@@ -128,6 +153,11 @@ impl Live {
         deadline_reached: bool,
         now: DateTime<Utc>,
     ) -> Option<Snapshot> {
+        if self.next_folder_poll.is_some_and(|at| at <= now) {
+            // Polling while the watch limit holds: gather everything, and try to watch again.
+            self.next_folder_poll = None;
+            arrivals.everything = true;
+        }
         if self.next_holder_poll.is_some_and(|at| at <= now) {
             self.next_holder_poll = None;
             for (pid, _) in &self.unpolled {
@@ -153,7 +183,9 @@ impl Live {
             snapshot = Some(self.engine.refresh(only, now));
             self.follow();
         }
-        Some(snapshot.unwrap_or_else(|| self.engine.reassess(now)))
+        let mut snapshot = snapshot.unwrap_or_else(|| self.engine.reassess(now));
+        self.mark(&mut snapshot);
+        Some(snapshot)
     }
 
     /// The checks due now, handed out to run in the background.
@@ -167,9 +199,16 @@ impl Live {
         if !self.unpolled.is_empty() && self.next_holder_poll.is_none() {
             self.next_holder_poll = Some(now + HOLDER_POLL);
         }
-        [self.engine.next_deadline(snapshot), self.next_holder_poll]
-            .into_iter()
-            .flatten()
-            .min()
+        if !self.unwatched.is_empty() && self.next_folder_poll.is_none() {
+            self.next_folder_poll = Some(now + FOLDER_POLL);
+        }
+        [
+            self.engine.next_deadline(snapshot),
+            self.next_holder_poll,
+            self.next_folder_poll,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

@@ -48,6 +48,8 @@ pub struct Snapshot {
     pub notices: Vec<String>,
     /// Whether a machine watcher watches these jobs.
     pub watcher: WatcherStatus,
+    /// Folders polled because they could not be watched (the inotify watch limit).
+    pub polled_folders: usize,
 }
 
 impl Snapshot {
@@ -74,6 +76,7 @@ impl Snapshot {
             list: order_with_rules(assessments, rules),
             notices: Vec::new(),
             watcher: WatcherStatus::Never,
+            polled_folders: 0,
         }
     }
 

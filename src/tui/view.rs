@@ -100,6 +100,12 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
                 theme.alarm(),
             ));
         }
+        if snapshot.polled_folders > 0 {
+            spans.push(Span::styled(
+                format!(" ⚠ POLLING {}", snapshot.polled_folders),
+                theme.warning(),
+            ));
+        }
         let total = snapshot.list.actions.len() + snapshot.list.rest.len();
         spans.push(Span::styled(format!(" │ {total} jobs"), theme.dim()));
     }
