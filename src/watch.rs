@@ -26,7 +26,7 @@ use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category};
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
-use crate::engine::live::{Arrivals, Live};
+use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::store::digest::{DigestCategory, next_cut};
@@ -36,8 +36,6 @@ use crate::store::{Actor, Kind, NewEvent, Store};
 pub const EXIT_ALREADY_WATCHING: u8 = 75;
 /// How long `escalate_command` may run before it is killed and the failure recorded.
 const ESCALATE_TIMEOUT: StdDuration = StdDuration::from_secs(20);
-/// How long the watcher waits for more file events after the first.
-const COALESCE: StdDuration = StdDuration::from_millis(15);
 
 /// Runs the watcher on the jobs file: long-running, or one pass with `once`.
 pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCode {
@@ -457,20 +455,10 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
         let engine_deadline = live.deadline(&snapshot, now);
         let own = watcher.deadline(&waits);
         let deadline = engine_deadline.map_or(own, |at| at.min(own));
-        let sleep = (deadline - Utc::now())
-            .to_std()
-            .unwrap_or(StdDuration::ZERO);
-        let first = tokio::select! {
-            input = inbox.recv() => input,
-            () = tokio::time::sleep(sleep) => None,
-        };
-        let mut batch: Vec<Input> = first.into_iter().collect();
-        if batch.iter().any(|i| matches!(i, Input::Trigger(_))) {
-            tokio::time::sleep(COALESCE).await;
-        }
-        while let Ok(more) = inbox.try_recv() {
-            batch.push(more);
-        }
+        let batch = next_batch(&mut inbox, Some(deadline), |i| {
+            matches!(i, Input::Trigger(_))
+        })
+        .await;
         let mut arrivals = Arrivals::default();
         let mut restarted = false;
         for input in batch {

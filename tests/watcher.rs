@@ -83,11 +83,24 @@ impl Sandbox {
             .len()
     }
 
-    /// Waits until `ready` holds, or fails after `within`.
+    /// Waits until `ready` holds, or fails after `within` with the event log.
     fn wait_until(&self, within: Duration, what: &str, ready: impl Fn() -> bool) {
         let deadline = Instant::now() + within;
         while !ready() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            if Instant::now() >= deadline {
+                let events = Store::open(&self.path("state"), Actor::Cli)
+                    .and_then(|s| s.events(&EventFilter::default()))
+                    .map(|events| {
+                        events
+                            .iter()
+                            .map(|e| format!("{} {} {:?}", e.kind, e.actor.as_str(), e.reason))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                    .unwrap_or_default();
+                let check = String::from_utf8_lossy(&self.mihari(&["check"]).stdout).into_owned();
+                panic!("timed out waiting for {what}\nevents:\n{events}\ncheck:\n{check}");
+            }
             thread::sleep(Duration::from_millis(50));
         }
     }
@@ -191,7 +204,13 @@ fn a_dead_watchers_lock_is_taken_over_and_its_absence_is_red_until_then() {
     });
     // A watcher ran and is gone: RED, "no machine is watching", dispatch held.
     let out = sandbox.mihari(&["check", "--json"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&sandbox.mihari(&["check"]).stdout)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["dispatch_held"], true);
     let table = sandbox.mihari(&["check"]);
@@ -230,7 +249,7 @@ fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppresse
         &format!("  restart_daily_cap: {cap}\n  workspace_cooldown_sec: 0\n"),
         &format!(
             "    auto_restart: true\n    auto_restart_reason: crashes are known and harmless\n    \
-             restart:\n      command: [\"sh\", \"-c\", \"exit 1\", \"{}\"]\n      cwd: .\n",
+             restart:\n      command: [\"sh\", \"-c\", \"sleep 0.5; exit 1\", \"{}\"]\n      cwd: .\n",
             sandbox.dir.path().display()
         ),
     );

@@ -34,14 +34,7 @@ pub(super) fn run(config: Option<&Path>, format: CheckFormat, out: &mut impl Wri
         Ok(config) => config,
         Err(code) => return code,
     };
-    let mut engine = Engine::new(config);
-    engine.run_checks(None);
-    let snapshot = engine.snapshot(Utc::now());
-    let written = match format {
-        CheckFormat::Table => render_table(&snapshot, out),
-        CheckFormat::Json => render_json(&snapshot, out),
-        CheckFormat::Prometheus => render_prometheus(&snapshot, out),
-    };
+    let (snapshot, written) = assess_and_render(config, format, out);
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::from(status_code(&snapshot)),
         // A closed pipe (`mihari check | head`) is not a reason to report UNKNOWN.
@@ -53,6 +46,23 @@ pub(super) fn run(config: Option<&Path>, format: CheckFormat, out: &mut impl Wri
             ExitCode::from(EXIT_UNKNOWN)
         }
     }
+}
+
+/// One assessment of every job (checks run first), written in `format`.
+pub fn assess_and_render(
+    config: crate::config::Config,
+    format: CheckFormat,
+    out: &mut impl Write,
+) -> (Snapshot, io::Result<()>) {
+    let mut engine = Engine::new(config);
+    engine.run_checks(None);
+    let snapshot = engine.snapshot(Utc::now());
+    let written = match format {
+        CheckFormat::Table => render_table(&snapshot, out),
+        CheckFormat::Json => render_json(&snapshot, out),
+        CheckFormat::Prometheus => render_prometheus(&snapshot, out),
+    };
+    (snapshot, written)
 }
 
 /// The Nagios status of a snapshot: the worst bucket present decides; a pending approval is

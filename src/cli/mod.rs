@@ -17,7 +17,9 @@ use clap::{Parser, Subcommand};
 
 use crate::config;
 
-pub use check::{CheckFormat, render_json, render_prometheus, render_table, status_code};
+pub use check::{
+    CheckFormat, assess_and_render, render_json, render_prometheus, render_table, status_code,
+};
 
 /// mihari (見張り, "the lookout"): which of your long-running jobs need a human, in what order.
 #[derive(Debug, Parser)]

@@ -17,13 +17,11 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::cli::{CheckFormat, render_json, render_prometheus, render_table, status_code};
+use crate::cli::{CheckFormat, assess_and_render, status_code};
 use crate::config;
-use crate::engine::Engine;
 
 /// The file that marks a folder as a demo sandbox, so `--dir` never writes into a folder
 /// that holds something else.
@@ -94,14 +92,7 @@ pub fn run_demo(
     thread::sleep(SETTLE);
 
     let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
-    let mut engine = Engine::new(config);
-    engine.run_checks(None);
-    let snapshot = engine.snapshot(Utc::now());
-    let written = match format {
-        CheckFormat::Table => render_table(&snapshot, out),
-        CheckFormat::Json => render_json(&snapshot, out),
-        CheckFormat::Prometheus => render_prometheus(&snapshot, out),
-    };
+    let (snapshot, written) = assess_and_render(config, format, out);
     written.map_err(|e| format!("cannot write the report: {e}"))?;
     drop(crew);
     if format == CheckFormat::Table {

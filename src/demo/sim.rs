@@ -5,7 +5,8 @@
 //! progress file, inserts rows into a SQLite table, advances a run manifest phase by phase,
 //! crashes or finishes. mihari itself plays every part so the demo needs no Python and no
 //! shell. A worker dies with the demo that started it (parent-death signal), so quitting the
-//! demo never leaves processes behind.
+//! demo never leaves processes behind. One part serves the crash tests instead of the demo:
+//! `append`, which appends events to the store and acknowledges each one on stdout.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -31,6 +32,17 @@ pub enum SimPart {
     Check {
         #[arg(long, value_name = "MESSAGE")]
         fail: Option<String>,
+    },
+    /// For the crash tests: append `count` events for `job` to the store in `state_dir`, one
+    /// transaction each, printing each id on stdout as soon as its commit has returned. A
+    /// printed id is an acknowledged event: it must survive a `kill -9` of anything.
+    Append {
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+        #[arg(long, default_value = "sim-append")]
+        job: String,
     },
 }
 
@@ -116,7 +128,39 @@ pub fn run(args: SimArgs) -> ExitCode {
             println!("{message}");
             ExitCode::from(1)
         }
+        SimPart::Append {
+            state_dir,
+            count,
+            job,
+        } => match append_events(&state_dir, count, &job) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("mihari sim append: {error}");
+                ExitCode::from(70)
+            }
+        },
     }
+}
+
+/// Appends `count` events one by one; each id is printed and flushed only after its commit
+/// returned, so every id on stdout is one the store has acknowledged.
+fn append_events(state_dir: &Path, count: u64, job: &str) -> Result<(), String> {
+    use crate::store::{Actor, Kind, NewEvent, Store};
+    let mut store = Store::open(state_dir, Actor::Cli).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    for i in 1..=count {
+        let id = store
+            .append(
+                NewEvent::new(Kind::Detected)
+                    .job(job)
+                    .reason(format!("sim append {i} of {count}")),
+            )
+            .map_err(|e| e.to_string())?;
+        writeln!(out, "{id}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot print id {id}: {e}"))?;
+    }
+    Ok(())
 }
 
 fn run_worker(args: &WorkerArgs) -> std::io::Result<ExitCode> {

@@ -80,7 +80,18 @@ pub fn mihari_binary() -> PathBuf {
     if let Some(binary) = std::env::var_os("MIHARI_BINARY").filter(|b| !b.is_empty()) {
         return PathBuf::from(binary);
     }
-    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mihari"))
+    match std::env::current_exe() {
+        // Replaced on disk while running (an upgrade, `cargo install`): Linux names the old
+        // file "... (deleted)"; the new binary at the same path is the one to run.
+        Ok(path) => {
+            let text = path.to_string_lossy();
+            match text.strip_suffix(" (deleted)") {
+                Some(original) if Path::new(original).exists() => PathBuf::from(original),
+                _ => path,
+            }
+        }
+        Err(_) => PathBuf::from("mihari"),
+    }
 }
 
 /// Carries out a confirmed decision as `actor`, recording everything in the store.

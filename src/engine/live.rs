@@ -23,6 +23,32 @@ const HOLDER_POLL: Duration = Duration::seconds(5);
 /// watch limit): the fallback is polling, never silence.
 const FOLDER_POLL: Duration = Duration::seconds(2);
 
+/// Waits for the first input or `deadline`, whichever comes first, then takes whatever else
+/// has arrived; when `coalesce` says an input starts a burst (file events), it waits a
+/// moment more so the burst is one gather. An empty batch means the deadline came.
+pub async fn next_batch<T>(
+    inbox: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+    deadline: Option<DateTime<Utc>>,
+    coalesce: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    const COALESCE: std::time::Duration = std::time::Duration::from_millis(15);
+    let sleep = deadline
+        .map(|at| (at - Utc::now()).to_std().unwrap_or_default())
+        .unwrap_or(std::time::Duration::from_secs(3600));
+    let first = tokio::select! {
+        input = inbox.recv() => input,
+        () = tokio::time::sleep(sleep) => None,
+    };
+    let mut batch: Vec<T> = first.into_iter().collect();
+    if batch.iter().any(&coalesce) {
+        tokio::time::sleep(COALESCE).await;
+    }
+    while let Ok(more) = inbox.try_recv() {
+        batch.push(more);
+    }
+    batch
+}
+
 /// What arrived since the last pass, sorted.
 #[derive(Debug, Default)]
 pub struct Arrivals {

@@ -18,7 +18,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use crossterm::event::Event;
@@ -28,7 +27,7 @@ use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
-use crate::engine::live::{Arrivals, Live};
+use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::tail_lines;
@@ -37,9 +36,6 @@ use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
 use view::view;
 
-/// How long the runtime waits for more file events after the first, so a burst of writes
-/// becomes one gather. Small against the 100 ms a state change may take to reach the screen.
-const COALESCE: StdDuration = StdDuration::from_millis(15);
 /// How many events the events view reads.
 const EVENTS_SHOWN: usize = 500;
 
@@ -205,20 +201,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             .into_iter()
             .flatten()
             .min();
-        let sleep = deadline
-            .map(|at| (at - Utc::now()).to_std().unwrap_or(StdDuration::ZERO))
-            .unwrap_or(StdDuration::from_secs(3600));
-        let first = tokio::select! {
-            input = inbox.recv() => input,
-            () = tokio::time::sleep(sleep) => None,
-        };
-        let mut batch: Vec<Input> = first.into_iter().collect();
-        if batch.iter().any(|i| matches!(i, Input::Trigger(_))) {
-            tokio::time::sleep(COALESCE).await;
-        }
-        while let Ok(more) = inbox.try_recv() {
-            batch.push(more);
-        }
+        let batch = next_batch(&mut inbox, deadline, |i| matches!(i, Input::Trigger(_))).await;
 
         let mut arrivals = Arrivals::default();
         for input in batch {
