@@ -645,3 +645,80 @@ fn a_job_that_outlived_its_killed_wrapper_is_unknown_never_dead() {
     );
     assert!(sandbox.path("collect.lock").exists());
 }
+
+#[test]
+fn a_claimer_killed_between_its_fork_and_its_record_never_lets_the_key_spawn_again() {
+    // A second operator's dialog is opened on a dead lock. The first restart claims, forks
+    // `mihari run`, and is killed before it records the spawn. Recovery must see that a spawn
+    // may have happened (the new run holds the lock): the stale dialog is then a duplicate,
+    // never a second spawn, and no false failure is recorded.
+    let sandbox = Sandbox::new();
+    sandbox.config("  workspace_cooldown_sec: 0\n", "");
+    sandbox.dead_lock();
+    let config = sandbox.load();
+    // SAFETY: set before any thread of this test starts; no other test reads it.
+    unsafe { std::env::set_var("MIHARI_BINARY", BIN) };
+    let mut engine = Engine::new(config.clone());
+    engine.refresh(None, Utc::now());
+    let stale = engine
+        .propose(Action::Restart, "collect", Utc::now())
+        .unwrap();
+
+    let mut first = Command::new(BIN)
+        .arg("--config")
+        .arg(sandbox.path("jobs.yaml"))
+        .args(["restart", "collect", "--yes"])
+        .env("MIHARI_FAULT_PAUSE_AFTER_FORK_MS", "3000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The fork has happened once the new run holds the lock.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sandbox
+        .lock_pid()
+        .is_none_or(|pid| zombie(pid) || !sandbox.kinds().contains(&"started".to_string()))
+    {
+        assert!(Instant::now() < deadline, "the new run never took the lock");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(
+        !sandbox.kinds().contains(&"spawned".to_string()),
+        "killed too late"
+    );
+
+    let outcome = effect::execute(&stale, &config, Actor::Operator);
+    assert_eq!(outcome.result, OutcomeKind::Duplicate, "{outcome:?}");
+    let kinds = sandbox.kinds();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "started").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(
+        !kinds.contains(&"failed".to_string()),
+        "a false failure: {kinds:?}"
+    );
+    let spawned: Vec<_> = sandbox
+        .store()
+        .events(&EventFilter {
+            kind: Some("spawned".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        spawned.len(),
+        1,
+        "recovery records the spawn it found: {spawned:?}"
+    );
+    assert!(
+        spawned[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("recorded by recovery")
+    );
+}

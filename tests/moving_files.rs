@@ -351,11 +351,13 @@ fn append(path: &Path, text: &str) {
         .unwrap_or_else(|e| panic!("append to {}: {e}", path.display()));
 }
 
-/// `count` lines for repetition `rep` of `op`; the same width every time, so a file's length
-/// says how many lines it holds.
+/// `count` lines for repetition `rep` of `op`. Their width changes from one repetition to
+/// the next, so that counting on in a new file from where the old one ended (or reading a
+/// stale length) comes out wrong rather than right by accident.
 fn lines_for(op: &str, rep: usize, count: u64) -> Vec<String> {
+    let pad = "x".repeat((rep * 37) % 61);
     (1..=count)
-        .map(|n| format!("{op} rep {rep:03} line {n}"))
+        .map(|n| format!("{op} rep {rep:03} line {n} {pad}"))
         .collect()
 }
 
@@ -409,8 +411,9 @@ fn repeat(op: &str) {
     let _serial = one_at_a_time();
     let sandbox = Sandbox::new();
     let mut rig = Rig::new(sandbox.config(0));
-    rig.follow_until(|s| follows(s, &sandbox, 1, "started"))
-        .unwrap_or_else(|miss| panic!("{op}: the first snapshot is wrong: {miss}"));
+    if let Err(miss) = follows(&rig.snapshot, &sandbox, 1, "started") {
+        panic!("{op}: the first snapshot is wrong: {miss}");
+    }
     for rep in 1..=REPETITIONS {
         // 1, 2, 3, 1, 2, 3...: never the count of the repetition before.
         let count = 1 + (rep % 3) as u64;
@@ -469,17 +472,24 @@ fn an_inotify_queue_overflow_leads_to_a_full_rescan() {
     drop(lowered);
     let mut rig = Rig::started(live.expect("start Live"), triggers);
 
-    // Every job's progress file, written round-robin: the last writes to each are among the
-    // events the full queue drops.
+    // First a file of no job, enough to fill the queue many times over (the first of its
+    // events holds notify's thread in the sink meanwhile); then every job's progress file.
+    // The jobs' events come after the overflow and are dropped: only a rescan finds them.
+    let noise = sandbox.root.join("progress/noise.log");
+    let noisy_writes = 250;
+    for n in 0..noisy_writes {
+        append(&noise, &format!("noise {n}\n"));
+    }
     let files: Vec<PathBuf> = std::iter::once(sandbox.progress())
         .chain((0..extra).map(|n| sandbox.root.join(format!("progress/extra{n}.progress"))))
         .collect();
-    let mut written = vec![1u64, 0, 0, 0, 0, 0];
-    let writes = 300;
-    for n in 0..writes {
-        let which = n % files.len();
-        append(&files[which], &format!("{{\"i\":{n}}}\n"));
-        written[which] += 1;
+    let mut written = vec![1u64; files.len()];
+    written[1..].fill(0);
+    for (n, (file, lines)) in files.iter().zip(written.iter_mut()).enumerate() {
+        for i in 0..=n {
+            append(file, &format!("{{\"i\":{i}}}\n"));
+            *lines += 1;
+        }
     }
     let ids: Vec<String> = std::iter::once(JOB.to_string())
         .chain((0..extra).map(|n| format!("extra{n}")))
@@ -496,7 +506,7 @@ fn an_inotify_queue_overflow_leads_to_a_full_rescan() {
     });
     assert!(
         rig.seen.contains(&Trigger::Rescan),
-        "no Trigger::Rescan after {writes} writes into a queue of 16 events; the last \
+        "no Trigger::Rescan after {noisy_writes} writes into a queue of 16 events; the last \
          triggers: {:?}",
         rig.recent()
     );

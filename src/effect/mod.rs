@@ -268,6 +268,29 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
         fail(store, plan, None, why);
         return Outcome::new(OutcomeKind::Failed, why);
     };
+    // From here a spawn may happen: say so first, so a claimer killed between the fork and
+    // the record below is never read as "nothing was spawned".
+    match store.mark_spawning(&plan.key, &plan.run_id) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Outcome::new(
+                OutcomeKind::Duplicate,
+                format!(
+                    "restart of '{}': the claim is no longer this session's; nothing was spawned",
+                    plan.job
+                ),
+            );
+        }
+        Err(error) => {
+            fail(
+                store,
+                plan,
+                None,
+                &format!("could not record the spawn: {error}"),
+            );
+            return Outcome::new(OutcomeKind::Failed, format!("nothing was spawned: {error}"));
+        }
+    }
     let child = match spawn::spawn_run(&mihari_binary(), config, job, plan) {
         Ok(child) => child,
         Err(error) => {
@@ -279,6 +302,7 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
         }
     };
     let pid = child.id();
+    fault_pause("MIHARI_FAULT_PAUSE_AFTER_FORK_MS");
     let spawned = store.advance_claim(
         &plan.key,
         ClaimState::Claimed,

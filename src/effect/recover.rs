@@ -23,8 +23,9 @@ pub fn recover(store: &mut Store, config: &Config) -> Vec<String> {
         if session_alive(&claim.session) != Some(false) {
             continue;
         }
-        let (to, why) = match claim.state {
-            ClaimState::Claimed => (
+        let holder = holds_lock(&claim, config);
+        let (to, why) = match (claim.state, claim.spawn_started, holder) {
+            (ClaimState::Claimed, None, _) => (
                 ClaimState::Failed,
                 format!(
                     "its claimer (session {}) died between claiming and spawning; nothing \
@@ -32,24 +33,39 @@ pub fn recover(store: &mut Store, config: &Config) -> Vec<String> {
                     claim.session
                 ),
             ),
-            _ => match holds_lock(&claim, config) {
-                true => (
+            (_, _, Some(pid)) => {
+                if claim.state == ClaimState::Claimed {
+                    // Spawned, never recorded: the record says so now.
+                    let _ = store.append(
+                        NewEvent::new(Kind::Spawned)
+                            .job(&claim.job)
+                            .key(&claim.key)
+                            .run(claim.run.as_deref())
+                            .reason(format!("pid {pid}, recorded by recovery")),
+                    );
+                }
+                (
                     ClaimState::Verified,
-                    format!(
-                        "verified by recovery: pid {} holds the lock",
-                        claim.pid.unwrap_or(0)
-                    ),
+                    format!("verified by recovery: pid {pid} holds the lock"),
+                )
+            }
+            (ClaimState::Claimed, Some(_), None) => (
+                ClaimState::Failed,
+                format!(
+                    "its claimer (session {}) died while spawning; a spawn may have happened, \
+                     and nothing holds the lock now: a human must look before it runs again",
+                    claim.session
                 ),
-                false => (
-                    ClaimState::Failed,
-                    format!(
-                        "its claimer (session {}) died after spawning pid {}, which does not \
-                         hold the lock",
-                        claim.session,
-                        claim.pid.unwrap_or(0)
-                    ),
+            ),
+            _ => (
+                ClaimState::Failed,
+                format!(
+                    "its claimer (session {}) died after spawning pid {}, which does not hold \
+                     the lock",
+                    claim.session,
+                    claim.pid.unwrap_or(0)
                 ),
-            },
+            ),
         };
         let kind = if to == ClaimState::Verified {
             Kind::Verified
@@ -61,7 +77,7 @@ pub fn recover(store: &mut Store, config: &Config) -> Vec<String> {
             &claim.key,
             claim.state,
             to,
-            None,
+            holder,
             error,
             NewEvent::new(kind)
                 .job(&claim.job)
@@ -88,19 +104,24 @@ pub fn session_alive(session: &str) -> Option<bool> {
     }
 }
 
-/// Whether the claim's spawned process holds its job's lock now.
-fn holds_lock(claim: &Claim, config: &Config) -> bool {
-    let Some(pid) = claim.pid else {
-        return false;
-    };
-    let Some(lock) = config
+/// The process holding the claim's job lock now, if it is the claim's spawn: the PID the
+/// claim recorded, or a `mihari run` of the claim's run (a spawn the claimer never recorded).
+fn holds_lock(claim: &Claim, config: &Config) -> Option<u32> {
+    let lock = config
         .jobs
         .iter()
         .find(|j| j.id == claim.job)
-        .and_then(|j| j.lock.as_deref())
-    else {
-        return false;
+        .and_then(|j| j.lock.as_deref())?;
+    let Reading::Found(holder) = read_lock(lock) else {
+        return None;
     };
-    matches!(read_lock(lock), Reading::Found(holder)
-        if holder.pid == Some(pid) && holder.liveness == Liveness::Alive)
+    if holder.liveness != Liveness::Alive {
+        return None;
+    }
+    let ours = match (claim.pid, &claim.run) {
+        (Some(pid), _) => holder.pid == Some(pid),
+        (None, Some(run)) => holder.run_id.as_deref() == Some(run.as_str()),
+        (None, None) => false,
+    };
+    if ours { holder.pid } else { None }
 }

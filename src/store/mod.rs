@@ -310,6 +310,11 @@ pub struct Claim {
     pub pid: Option<u32>,
     pub created: DateTime<Utc>,
     pub updated: DateTime<Utc>,
+    /// When the claimer was about to spawn: a spawn may have happened from then on, even if
+    /// no pid was recorded (a claimer killed between the fork and the record).
+    pub spawn_started: Option<DateTime<Utc>>,
+    /// The run the spawn belongs to, as written into the lock by `mihari run`.
+    pub run: Option<String>,
 }
 
 /// The answer to a claim: the first claimer wins; everyone else sees who did.
@@ -735,7 +740,8 @@ impl Store {
             let now = Utc::now();
             let changed = tx.execute(
                 "UPDATE claims SET state = 'claimed', session = ?2, attempts = attempts + 1, \
-                 updated_ms = ?3 WHERE key = ?1 AND state = 'failed' AND pid IS NULL",
+                 updated_ms = ?3 WHERE key = ?1 AND state = 'failed' AND pid IS NULL \
+                 AND spawn_started_ms IS NULL",
                 params![key, session, ms(now)],
             )?;
             if changed == 1 {
@@ -758,6 +764,22 @@ impl Store {
         })
     }
 
+    /// Marks a claim as about to spawn for `run`, before the fork: from here on a claimer
+    /// that dies may have spawned, and the claim is never tried again blindly. `false` when
+    /// the claim is no longer this session's to spawn.
+    pub fn mark_spawning(&mut self, key: &str, run: &str) -> Result<bool> {
+        let session = self.session.clone();
+        self.write(|tx| {
+            let changed = tx.execute(
+                "UPDATE claims SET spawn_started_ms = ?3, run = ?4, updated_ms = ?3 \
+                 WHERE key = ?1 AND session = ?2 AND state = 'claimed' \
+                 AND spawn_started_ms IS NULL",
+                params![key, session, ms(Utc::now()), run],
+            )?;
+            Ok(changed == 1)
+        })
+    }
+
     pub fn claim_of(&self, key: &str) -> Result<Option<Claim>> {
         read_claim(&self.conn, key)
     }
@@ -765,7 +787,8 @@ impl Store {
     /// Claims still `claimed` or `spawned` (not verified, not failed).
     pub fn open_claims(&self) -> Result<Vec<Claim>> {
         let mut statement = self.conn.prepare(
-            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms \
+            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms, \
+             spawn_started_ms, run \
              FROM claims WHERE state IN ('claimed', 'spawned') ORDER BY created_ms",
         )?;
         let rows = statement.query_map([], claim_from_row)?;
@@ -1098,13 +1121,16 @@ fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
         pid: row.get::<_, Option<i64>>(7)?.map(|p| p as u32),
         created: from_ms(row.get(8)?),
         updated: from_ms(row.get(9)?),
+        spawn_started: row.get::<_, Option<i64>>(10)?.map(from_ms),
+        run: row.get(11)?,
     })
 }
 
 fn read_claim(conn: &Connection, key: &str) -> Result<Option<Claim>> {
     Ok(conn
         .query_row(
-            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms \
+            "SELECT key, job, action, state, session, attempts, last_error, pid, created_ms, updated_ms, \
+             spawn_started_ms, run \
              FROM claims WHERE key = ?1",
             params![key],
             claim_from_row,

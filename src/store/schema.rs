@@ -10,7 +10,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -105,6 +105,12 @@ const MIGRATIONS: [&str; 2] = [
         digest_id INTEGER REFERENCES digests (id)
     );
     CREATE INDEX digest_items_by_digest ON digest_items (digest_id, at_ms);
+    ",
+    // 3: a claim remembers that its spawn had started (and for which run), so a claimer
+    // killed between the fork and the record never lets the same key spawn again.
+    "
+    ALTER TABLE claims ADD COLUMN spawn_started_ms INTEGER;
+    ALTER TABLE claims ADD COLUMN run TEXT;
     ",
 ];
 
