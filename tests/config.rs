@@ -575,3 +575,15 @@ fn an_alias_bomb_is_refused() {
     assert!(err.summary().contains("alias"), "{err}");
     assert!(err.summary().contains("alias bomb"), "{err}");
 }
+
+#[test]
+fn a_refusal_after_a_lone_carriage_return_quotes_the_right_line() {
+    // YAML ends a line at a lone "\r" too: the snippet must show the line the position names.
+    let text = "jobs: []\rstall_sec: 1\nbar: 2\n";
+    let error = mihari::config::load_str(text, std::path::Path::new("/etc/jobs.yaml"))
+        .expect_err("unknown top-level keys are refused");
+    let shown = error.to_string();
+    assert!(shown.starts_with("/etc/jobs.yaml:2:1:"), "{shown}");
+    assert!(shown.contains("stall_sec: 1"), "{shown}");
+    assert!(!shown.contains("bar: 2"), "{shown}");
+}

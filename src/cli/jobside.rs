@@ -172,7 +172,8 @@ pub fn run(config: Option<&Path>, args: RunArgs) -> ExitCode {
 }
 
 /// `mihari heartbeat JOB ...`: records the job's own report of its progress. Exit 0, or 3
-/// when the job is unknown or the state store cannot be written.
+/// when the job is unknown, a count is past what the store holds, or the state store cannot
+/// be written.
 pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
     let config = match super::load_config(config) {
         Ok(config) => config,
@@ -180,6 +181,15 @@ pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
     };
     if let Err(error) = run_effect::find_job(&config, &args.job) {
         return refuse(&error);
+    }
+    // The store keeps counts as SQLite integers: a larger one would read back as 0.
+    for (flag, count) in [("--done", args.done), ("--total", args.total)] {
+        if let Some(count) = count.filter(|&count| i64::try_from(count).is_err()) {
+            return refuse(&format!(
+                "{flag} '{count}' is too large: counts go up to {}",
+                i64::MAX
+            ));
+        }
     }
     let mut store = match Store::open(&config.settings.state_dir, Actor::Job) {
         Ok(store) => store,

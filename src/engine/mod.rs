@@ -37,6 +37,23 @@ use crate::core::{
 use crate::probe::{Prober, checks};
 use crate::store::{Actor, Store};
 
+/// Why the state store in `state_dir` cannot be used, naming the folder and what to do. The
+/// store's own error does not always name it: on a read-only filesystem an existing store
+/// fails with SQLite's bare "unable to open database file" (its -wal and -shm cannot be made).
+pub fn store_error_words(state_dir: &Path, error: &impl std::fmt::Display) -> String {
+    let mut words = error.to_string();
+    let folder = state_dir.display().to_string();
+    if !words.contains(&folder) {
+        words.push_str(&format!(" (state folder '{folder}')"));
+    }
+    if !words.contains("settings.state_dir") {
+        words.push_str(
+            "; make the folder writable, or set settings.state_dir to a folder you can write",
+        );
+    }
+    words
+}
+
 /// One pass over every job: what was seen and what it means.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -155,8 +172,9 @@ impl Engine {
             Ok(store) => Some(store),
             Err(error) => {
                 notices.push(format!(
-                    "state store unavailable ({error}): heartbeats, approvals and past \
-                     starts are not shown"
+                    "state store unavailable ({}): heartbeats, approvals and past starts are \
+                     not shown",
+                    store_error_words(&config.settings.state_dir, &error)
                 ));
                 None
             }
@@ -259,9 +277,10 @@ impl Engine {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
         }
         self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
+        let pending = record::pending_approvals(self.store.as_ref());
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
-                let store_part = record::job_record(self.store.as_ref(), job, now);
+                let store_part = record::job_record(self.store.as_ref(), job, &pending, now);
                 *seen = self.prober.gather(job);
                 store_part.apply(seen);
             }
@@ -275,8 +294,9 @@ impl Engine {
         if self.evidence.len() != self.config.jobs.len() {
             return self.refresh(None, now);
         }
+        let pending = record::pending_approvals(self.store.as_ref());
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            record::job_record(self.store.as_ref(), job, now).apply(seen);
+            record::job_record(self.store.as_ref(), job, &pending, now).apply(seen);
         }
         self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         self.reassess(now)

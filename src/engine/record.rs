@@ -36,8 +36,20 @@ impl JobRecord {
     }
 }
 
-/// Reads what the store says of `job` as of `now`.
-pub(super) fn job_record(store: Option<&Store>, job: &JobSpec, now: DateTime<Utc>) -> JobRecord {
+/// The approval requests still pending, read once per gather and shared by every job.
+pub(super) fn pending_approvals(store: Option<&Store>) -> Vec<crate::store::Approval> {
+    store
+        .and_then(|store| store.approvals(true).ok())
+        .unwrap_or_default()
+}
+
+/// Reads what the store says of `job` as of `now`; `pending` is [`pending_approvals`].
+pub(super) fn job_record(
+    store: Option<&Store>,
+    job: &JobSpec,
+    pending: &[crate::store::Approval],
+    now: DateTime<Utc>,
+) -> JobRecord {
     let Some(store) = store else {
         return JobRecord {
             heartbeat: None,
@@ -58,13 +70,11 @@ pub(super) fn job_record(store: Option<&Store>, job: &JobSpec, now: DateTime<Utc
         Ok(None) => None,
         Err(error) => Some(Reading::Fault(inert(&error.to_string()))),
     };
-    let pending = store
-        .approvals(true)
-        .unwrap_or_default()
-        .into_iter()
+    let pending = pending
+        .iter()
         .filter(|a| a.job == id)
         .map(|a| PendingApproval {
-            key: a.key,
+            key: inert(&a.key),
             step: inert(&a.step),
             summary: inert(&a.summary),
             requested: a.requested,

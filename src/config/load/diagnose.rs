@@ -62,8 +62,19 @@ impl Source<'_> {
     /// Line `line` (1-based) without its line break.
     fn line(&self, line: u64) -> Option<&str> {
         let index = usize::try_from(line.checked_sub(1)?).ok()?;
-        let raw = self.text.split('\n').nth(index)?;
-        Some(raw.strip_suffix('\r').unwrap_or(raw))
+        // YAML ends a line at "\r\n", "\n" or a lone "\r": count lines the same way.
+        let mut rest: &str = &self.text;
+        for _ in 0..index {
+            let end = rest.find(['\n', '\r'])?;
+            let skip = if rest[end..].starts_with("\r\n") {
+                2
+            } else {
+                1
+            };
+            rest = &rest[end + skip..];
+        }
+        let end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+        Some(&rest[..end])
     }
 
     /// The raw text at `pos`: its span on that line, or, for a span of unknown length,
