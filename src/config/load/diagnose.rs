@@ -63,7 +63,7 @@ impl Source<'_> {
     fn line(&self, line: u64) -> Option<&str> {
         let index = usize::try_from(line.checked_sub(1)?).ok()?;
         // YAML ends a line at "\r\n", "\n" or a lone "\r": count lines the same way.
-        let mut rest: &str = &self.text;
+        let mut rest: &str = self.text;
         for _ in 0..index {
             let end = rest.find(['\n', '\r'])?;
             let skip = if rest[end..].starts_with("\r\n") {
