@@ -46,7 +46,8 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
     let mut store = match Store::open(&config.settings.state_dir, Actor::Watcher) {
         Ok(store) => store,
         Err(error) => {
-            eprintln!("mihari watch: {error}");
+            let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
+            eprintln!("mihari watch: {words}");
             return ExitCode::from(3);
         }
     };
@@ -160,12 +161,13 @@ impl Watcher {
         store: &mut Store,
         now: DateTime<Utc>,
     ) -> (Vec<Decision>, Vec<(String, DateTime<Utc>)>) {
-        let history = |id: &str| {
-            snapshot
-                .evidence_of(id)
-                .map(|e| e.history.clone())
-                .unwrap_or_default()
-        };
+        // Looked up by id once: a search per job would make each pass quadratic in the jobs.
+        let histories: std::collections::HashMap<&str, &crate::core::History> = snapshot
+            .evidence
+            .iter()
+            .map(|(id, seen)| (id.as_str(), &seen.history))
+            .collect();
+        let history = |id: &str| histories.get(id).map(|h| (*h).clone()).unwrap_or_default();
         let pass = self.brain.pass(
             &snapshot.list,
             &self.config.jobs,

@@ -37,20 +37,20 @@ use crate::core::{
 use crate::probe::{Prober, checks};
 use crate::store::{Actor, Store};
 
-/// Why the state store in `state_dir` cannot be used, naming the folder and what to do. The
-/// store's own error does not always name it: on a read-only filesystem an existing store
-/// fails with SQLite's bare "unable to open database file" (its -wal and -shm cannot be made).
+/// Why the state store in `state_dir` cannot be used, naming the folder and what mihari
+/// needs of it. The store's own error does not always name it: on a read-only filesystem an
+/// existing store fails with SQLite's bare "unable to open database file" (its -wal and -shm
+/// files cannot be made).
 pub fn store_error_words(state_dir: &Path, error: &impl std::fmt::Display) -> String {
     let mut words = error.to_string();
-    let folder = state_dir.display().to_string();
-    if !words.contains(&folder) {
-        words.push_str(&format!(" (state folder '{folder}')"));
+    if words.contains("settings.state_dir") {
+        return words;
     }
-    if !words.contains("settings.state_dir") {
-        words.push_str(
-            "; make the folder writable, or set settings.state_dir to a folder you can write",
-        );
-    }
+    words.push_str(&format!(
+        " (state folder '{}': mihari must be able to create and write files there; \
+         otherwise set settings.state_dir to a folder where it can)",
+        state_dir.display()
+    ));
     words
 }
 
@@ -154,6 +154,11 @@ pub struct Engine {
     store: Option<Store>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
+    /// The newest event every job's record has been read after: a write to the store is
+    /// news only for the jobs its events concern.
+    events_read: Option<i64>,
+    /// Per job (in jobs-file order), when its record must be read again by time alone.
+    records_expire: Vec<Option<DateTime<Utc>>>,
 }
 
 /// What the operator asks for on a job.
@@ -188,6 +193,8 @@ impl Engine {
             checks_out: HashSet::new(),
             store,
             watcher: WatcherStatus::Never,
+            events_read: None,
+            records_expire: Vec::new(),
         }
     }
 
@@ -275,30 +282,53 @@ impl Engine {
         let first = self.evidence.len() != self.config.jobs.len();
         if first {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
+            self.records_expire = vec![None; self.config.jobs.len()];
         }
+        let everything = first || only.is_none();
+        // Read before the records, so an event written meanwhile is news next time.
+        let newest = everything.then(|| record::news_since(self.store.as_ref(), None).newest);
         self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         let pending = record::pending_approvals(self.store.as_ref());
-        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+        let jobs = self.config.jobs.iter().zip(self.evidence.iter_mut());
+        for ((job, seen), expires) in jobs.zip(self.records_expire.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
                 let store_part = record::job_record(self.store.as_ref(), job, &pending, now);
+                *expires = store_part.expires();
                 *seen = self.prober.gather(job);
                 store_part.apply(seen);
             }
         }
+        if let Some(newest) = newest {
+            self.events_read = newest;
+        }
         self.reassess(now)
     }
 
-    /// Reads again only what the state store says of every job (heartbeats, approvals, past
-    /// starts): what changes when another process writes the store.
+    /// Reads again what the state store says (heartbeats, approvals, past starts): what
+    /// changes when another process writes the store. The history is read again only for
+    /// the jobs the new events concern, and for those whose 24-hour windows have moved; a
+    /// watcher with a thousand jobs writes its own events, and each write must not cost a
+    /// reading of every job's history.
     pub fn refresh_store(&mut self, now: DateTime<Utc>) -> Snapshot {
         if self.evidence.len() != self.config.jobs.len() {
             return self.refresh(None, now);
         }
-        let pending = record::pending_approvals(self.store.as_ref());
-        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            record::job_record(self.store.as_ref(), job, &pending, now).apply(seen);
+        let store = self.store.as_ref();
+        let news = record::news_since(store, self.events_read);
+        let pending = record::pending_approvals(store);
+        let jobs = self.config.jobs.iter().zip(self.evidence.iter_mut());
+        for ((job, seen), expires) in jobs.zip(self.records_expire.iter_mut()) {
+            let concerned = news.jobs.as_ref().is_none_or(|ids| ids.contains(&job.id));
+            if concerned || expires.is_some_and(|at| at <= now) {
+                let store_part = record::job_record(store, job, &pending, now);
+                *expires = store_part.expires();
+                store_part.apply(seen);
+            } else {
+                record::refresh_unevented(store, job, &pending, seen);
+            }
         }
-        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
+        self.events_read = news.newest;
+        self.watcher = record::watcher_status(store, &self.config, now);
         self.reassess(now)
     }
 
@@ -568,8 +598,19 @@ impl Engine {
                 next = Some(at);
             }
         };
+        // Looked up by id once: a search per job would make this quadratic in the jobs.
+        let rows: HashMap<&str, &Assessment> = snapshot
+            .list
+            .rows()
+            .map(|row| (row.id.as_str(), row))
+            .collect();
+        let evidence: HashMap<&str, &Evidence> = snapshot
+            .evidence
+            .iter()
+            .map(|(id, seen)| (id.as_str(), seen))
+            .collect();
         for job in &self.config.jobs {
-            let Some(row) = snapshot.assessment_of(&job.id) else {
+            let Some(&row) = rows.get(job.id.as_str()) else {
                 continue;
             };
             // A running job (or one running without a declared lock) stalls when its
@@ -582,7 +623,7 @@ impl Engine {
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
             }
-            if let Some(seen) = snapshot.evidence_of(&job.id) {
+            if let Some(&seen) = evidence.get(job.id.as_str()) {
                 let history = &seen.history;
                 let timeouts = &job.timeouts;
                 if row.state == State::ShouldBeRunning

@@ -119,7 +119,7 @@ impl Tail {
     fn new(max_lines: usize) -> Self {
         Tail {
             max_lines,
-            newest_first: Vec::new(),
+            newest_first: Vec::with_capacity(max_lines.min(1024)),
             line: PartialLine::default(),
             bytes_read: 0,
         }
@@ -131,7 +131,7 @@ impl Tail {
         if self.max_lines == 0 {
             return Ok(());
         }
-        let mut buffer = vec![0u8; CHUNK_BYTES];
+        let mut buffer = [0u8; CHUNK_BYTES];
         let mut pos = len;
         let mut at_end = true;
         while pos > 0 {
@@ -153,10 +153,23 @@ impl Tail {
                 }
                 at_end = false;
             }
+            // Most chunks of a log are printable ASCII and newlines: checked once here, their
+            // lines need no checking, decoding or making inert each.
+            let plain = plain_text(rest);
             while let Some(newline) = memchr::memrchr(b'\n', rest) {
-                self.line.prepend(&rest[newline + 1..]);
-                let line = std::mem::take(&mut self.line);
-                self.newest_first.push(line.render());
+                let piece = &rest[newline + 1..];
+                let shown = if self.line.seen == 0 && piece.len() <= MAX_LINE_BYTES {
+                    // The whole line is in this chunk and short enough to show whole (most
+                    // lines): it goes straight to text, with no partial line in between.
+                    match plain {
+                        Some(text) => text[newline + 1..rest.len()].to_owned(),
+                        None => shown_text(piece.strip_suffix(b"\r").unwrap_or(piece)),
+                    }
+                } else {
+                    self.line.prepend(piece);
+                    std::mem::take(&mut self.line).render()
+                };
+                self.newest_first.push(shown);
                 if self.newest_first.len() == self.max_lines {
                     return Ok(());
                 }
@@ -218,7 +231,11 @@ impl PartialLine {
             return;
         }
         let take = &bytes[bytes.len().saturating_sub(room)..];
-        self.kept.splice(0..0, take.iter().copied());
+        // Copied whole, never byte by byte: a line found inside one chunk is one copy.
+        let mut kept = Vec::with_capacity(take.len() + self.kept.len());
+        kept.extend_from_slice(take);
+        kept.extend_from_slice(&self.kept);
+        self.kept = kept;
     }
 
     /// The length without a final '\r', as far as seen: the real line is at least this long.
@@ -239,7 +256,7 @@ impl PartialLine {
         if too_long {
             format!("{TRUNCATED_MARK}{}", shown_tail(&self.kept))
         } else {
-            inert(&String::from_utf8_lossy(&self.kept))
+            shown_text(&self.kept)
         }
     }
 
@@ -250,6 +267,29 @@ impl PartialLine {
             self.kept.pop();
         }
         format!("{TRUNCATED_MARK}{}", shown_tail(&self.kept))
+    }
+}
+
+/// `bytes` as text when it holds only printable ASCII and newlines: nothing in it needs to be
+/// made inert. No early exit, so the check runs over whole vectors of bytes.
+fn plain_text(bytes: &[u8]) -> Option<&str> {
+    let plain = bytes.iter().fold(true, |all, &byte| {
+        all & (byte.wrapping_sub(b' ') <= b'~' - b' ' || byte == b'\n')
+    });
+    if plain {
+        std::str::from_utf8(bytes).ok()
+    } else {
+        None
+    }
+}
+
+/// A whole line as shown: decoded and made inert. Most log lines are printable ASCII, which
+/// holds nothing to make inert: such a line is copied as it is, which keeps a 200-line tail
+/// close to what `tail -n 200` costs.
+fn shown_text(line: &[u8]) -> String {
+    match plain_text(line) {
+        Some(text) if !text.contains('\n') => text.to_owned(),
+        _ => inert(&String::from_utf8_lossy(line)),
     }
 }
 

@@ -1,0 +1,1973 @@
+//! The performance record: every figure of the README's "Performance" table, each measured
+//! side by side with its floor in the same run, as medians of several runs (latencies as p99
+//! of many samples), printed with its target and PASS or FAIL.
+//!
+//! Run with `cargo bench --bench perf` (Cargo builds the binary in release). It is a report:
+//! it exits 0 whether or not a target is met, and 1 only when it cannot measure.
+//!
+//! | measure | target | floor |
+//! |---|---|---|
+//! | `mihari check --json` over 1,000 jobs (lock, log, 2,000-line progress file each) | at most 1.5x the floor | `wc -l` over the 1,000 progress files, then `stat` over the 2,000 lock and log files: two processes, timed together |
+//! | RSS (VmHWM) of `mihari tui` with those 1,000 jobs in a 120x40 pty, after the first full screen and after ~10 s of activity | at most 30 MB | the same dashboard on an empty jobs file, at the same moments |
+//! | the last 200 lines of a 10 GiB (sparse) log, `probe::tail::tail_lines` in-process, 256 calls back to back, per call (dropping the lines is the caller's, printed apart) | at most 1.2x `tail -n 200` | `tail`'s own work per file, its process start removed: (`tail -q -n 200 F` x 256 - `tail -q -n 200 F` x 1) / 255; also printed: one `tail` run minus one on a tiny file, and a minimal in-process tail |
+//! | idle CPU (schedstat, every thread) of the dashboard and of the watcher, 100 quiet jobs, one 60 s window, side by side (the median of its six slices is printed too) | at most 0.05 % of one core each | a dashboard on an empty jobs file, in the same window |
+//! | a holder's death -> DEAD_LOCK_STALE on the 1,000-job dashboard | p99 at most 100 ms | a key -> its redraw on the same dashboard |
+//! | a stall deadline (freshest reading + stall_sec 2) -> STALLED on screen | p99 at most 100 ms | how late the bench's own timer wakes for the same deadline |
+//! | a change -> the `state-changed` event in a running watcher's store (1,000 jobs) | p99 at most 100 ms | the bench's own inotify on the changed folder, or its own reap of the killed holder |
+//!
+//! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
+//! lock held by a live `sleep`, a one-line log and a progress file of 2,000 JSONL lines, a
+//! stall threshold of a day: all RUNNING. A second jobs file adds three measured jobs with the
+//! owner `measured`: `held` (a live holder, killed and replaced), `staller` (a live holder and
+//! a progress file only, `stall_sec: 2`) and `flip` (no holder; one more progress line makes it
+//! COMPLETE, truncating it away makes it SHOULD_BE_RUNNING). The dashboard types the filter
+//! `/measured⏎` so the three rows are on screen. The idle window uses its own 100 quiet jobs,
+//! like `benches/dashboard.rs`.
+//!
+//! Knobs (environment), defaults give the README's figures:
+//! - `MIHARI_BENCH_ONLY`: a comma list of `check,rss,tail,idle,screen,watcher` (default all).
+//! - `MIHARI_BENCH_RUNS` (7): runs per median for check and the in-process refresh.
+//! - `MIHARI_BENCH_JOBS` (1000), `MIHARI_BENCH_LINES` (2000): the fleet.
+//! - `MIHARI_BENCH_RSS_RUNS` (3), `MIHARI_BENCH_ACTIVITY_SECS` (10): the RSS runs.
+//! - `MIHARI_BENCH_IDLE_SECS` (60): the idle window.
+//! - `MIHARI_BENCH_KILLS` (60), `MIHARI_BENCH_STALLS` (30): the dashboard's latencies.
+//! - `MIHARI_BENCH_WATCH_FLIPS` (60), `MIHARI_BENCH_WATCH_KILLS` (30): the watcher's.
+//! - `MIHARI_BENCH_TAIL_GIB` (10), `MIHARI_BENCH_TAIL_RUNS` (201): the tail.
+//! - `MIHARI_BENCH_DIR`: where the temporary folders go (default: the system's).
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::num::NonZeroU16;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::Utc;
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::pty::{Winsize, openpty};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use mihari::core::Reading;
+use mihari::engine::Engine;
+use mihari::probe::proc::start_ticks;
+use mihari::probe::tail::tail_lines;
+
+const COLS: u16 = 120;
+const ROWS: u16 = 40;
+const NONZERO_COLS: NonZeroU16 = NonZeroU16::new(COLS).unwrap();
+const NONZERO_ROWS: NonZeroU16 = NonZeroU16::new(ROWS).unwrap();
+/// The owner of the three measured jobs, and the dashboard filter that shows exactly them.
+const MEASURED: &str = "measured";
+/// Lines in flip's progress file while it should be running; one more completes it.
+const FLIP_LINES: u64 = 2000;
+const STALL_SEC: u64 = 2;
+const QUIET_JOBS: usize = 100;
+/// How long one change may take to show before it counts as missed.
+const GIVE_UP: Duration = Duration::from_secs(5);
+const TAIL_LINES: usize = 200;
+/// Copies of the file one `tail` process is given to measure its work per file.
+const TAIL_COPIES: usize = 256;
+
+const CHECK_TARGET_RATIO: f64 = 1.5;
+const RSS_TARGET_BYTES: u64 = 30_000_000;
+const TAIL_TARGET_RATIO: f64 = 1.2;
+const IDLE_TARGET_PERCENT: f64 = 0.05;
+const LATENCY_TARGET: Duration = Duration::from_millis(100);
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("perf bench failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The knobs, read once.
+struct Knobs {
+    only: Option<HashSet<String>>,
+    runs: usize,
+    jobs: usize,
+    lines: usize,
+    rss_runs: usize,
+    activity: Duration,
+    idle: Duration,
+    kills: usize,
+    stalls: usize,
+    watch_flips: usize,
+    watch_kills: usize,
+    tail_gib: u64,
+    tail_runs: usize,
+    dir: Option<PathBuf>,
+}
+
+impl Knobs {
+    fn read() -> Result<Knobs, String> {
+        let only = std::env::var("MIHARI_BENCH_ONLY").ok().map(|text| {
+            text.split(',')
+                .map(|part| part.trim().to_string())
+                .filter(|part| !part.is_empty())
+                .collect()
+        });
+        Ok(Knobs {
+            only,
+            runs: env_u64("MIHARI_BENCH_RUNS", 7)?.max(1) as usize,
+            jobs: env_u64("MIHARI_BENCH_JOBS", 1000)?.max(1) as usize,
+            lines: env_u64("MIHARI_BENCH_LINES", 2000)? as usize,
+            rss_runs: env_u64("MIHARI_BENCH_RSS_RUNS", 3)?.max(1) as usize,
+            activity: Duration::from_secs(env_u64("MIHARI_BENCH_ACTIVITY_SECS", 10)?),
+            idle: Duration::from_secs(env_u64("MIHARI_BENCH_IDLE_SECS", 60)?.max(1)),
+            kills: env_u64("MIHARI_BENCH_KILLS", 60)? as usize,
+            stalls: env_u64("MIHARI_BENCH_STALLS", 30)? as usize,
+            watch_flips: env_u64("MIHARI_BENCH_WATCH_FLIPS", 60)? as usize,
+            watch_kills: env_u64("MIHARI_BENCH_WATCH_KILLS", 30)? as usize,
+            tail_gib: env_u64("MIHARI_BENCH_TAIL_GIB", 10)?.max(1),
+            tail_runs: env_u64("MIHARI_BENCH_TAIL_RUNS", 201)?.max(3) as usize,
+            dir: std::env::var_os("MIHARI_BENCH_DIR").map(PathBuf::from),
+        })
+    }
+
+    fn wants(&self, part: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(part))
+    }
+
+    fn tempdir(&self) -> Result<tempfile::TempDir, String> {
+        match &self.dir {
+            Some(base) => tempfile::tempdir_in(base),
+            None => tempfile::tempdir(),
+        }
+        .map_err(|e| format!("cannot make a temporary folder: {e}"))
+    }
+}
+
+fn run() -> Result<(), String> {
+    let knobs = Knobs::read()?;
+    let exe = Path::new(env!("CARGO_BIN_EXE_mihari"));
+    println!("mihari perf bench: {}", exe.display());
+    println!("machine: {}", machine());
+    let mut table = Table::default();
+
+    let fleet_needed = ["check", "rss", "screen", "watcher"]
+        .iter()
+        .any(|part| knobs.wants(part));
+    if fleet_needed {
+        let mut holders = Holders::default();
+        let started = Instant::now();
+        let mut fleet = Fleet::create(&knobs, &mut holders)?;
+        println!(
+            "fleet: {} jobs ({} lines per progress file) in {}, written in {:.1} s",
+            knobs.jobs,
+            knobs.lines,
+            fleet.root.path().display(),
+            started.elapsed().as_secs_f64()
+        );
+        if knobs.wants("check") {
+            measure_check(&knobs, exe, &fleet, &mut table)?;
+        }
+        if knobs.wants("rss") {
+            measure_rss(&knobs, exe, &fleet, &mut table)?;
+        }
+        if knobs.wants("screen") {
+            measure_screen(&knobs, exe, &mut fleet, &mut holders, &mut table)?;
+        }
+        if knobs.wants("watcher") {
+            measure_watcher(&knobs, exe, &mut fleet, &mut holders, &mut table)?;
+        }
+        drop(holders);
+    }
+    if knobs.wants("tail") {
+        measure_tail(&knobs, &mut table)?;
+    }
+    if knobs.wants("idle") {
+        measure_idle(&knobs, exe, &mut table)?;
+    }
+    table.print();
+    Ok(())
+}
+
+/// `nproc` and the CPU model, for the record.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|k| k.trim().to_string())
+        .unwrap_or_default();
+    format!("{cores} cores, {model}, Linux {kernel}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The result table
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<TableRow>,
+}
+
+struct TableRow {
+    measure: String,
+    target: String,
+    floor: String,
+    figure: String,
+    ratio: String,
+    /// `None` for a figure given for information.
+    pass: Option<bool>,
+}
+
+impl Table {
+    fn add(
+        &mut self,
+        measure: impl Into<String>,
+        target: impl Into<String>,
+        floor: impl Into<String>,
+        figure: impl Into<String>,
+        ratio: impl Into<String>,
+        pass: Option<bool>,
+    ) {
+        self.rows.push(TableRow {
+            measure: measure.into(),
+            target: target.into(),
+            floor: floor.into(),
+            figure: figure.into(),
+            ratio: ratio.into(),
+            pass,
+        });
+    }
+
+    fn print(&self) {
+        let verdict = |pass: Option<bool>| match pass {
+            Some(true) => "PASS",
+            Some(false) => "FAIL",
+            None => "info",
+        };
+        println!("\n== results (medians; latencies are p99 of all samples)\n");
+        println!("| measure | target | floor | mihari | ratio | result |");
+        println!("|---|---|---|---|---|---|");
+        for row in &self.rows {
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                row.measure,
+                row.target,
+                row.floor,
+                row.figure,
+                row.ratio,
+                verdict(row.pass)
+            );
+        }
+        let failed = self.rows.iter().filter(|r| r.pass == Some(false)).count();
+        let judged = self.rows.iter().filter(|r| r.pass.is_some()).count();
+        println!("\n{} of {judged} targets met", judged - failed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lock holders
+
+/// Every `sleep` the bench started; dropping it kills and reaps each one.
+#[derive(Default)]
+struct Holders {
+    children: Vec<Child>,
+}
+
+impl Holders {
+    /// Starts a `sleep 36000` and returns its PID and start time (field 22 of its stat).
+    fn spawn(&mut self) -> Result<(u32, u64), String> {
+        let child = Command::new("sleep")
+            .arg("36000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start sleep: {e}"))?;
+        let pid = child.id();
+        self.children.push(child);
+        let ticks = start_ticks(pid).ok_or_else(|| format!("sleep {pid} has no start time"))?;
+        Ok((pid, ticks))
+    }
+
+    /// SIGKILLs the holder `pid` and reaps it; returns how long the kernel took to let the
+    /// bench reap it (the floor of "a process died").
+    fn kill(&mut self, pid: u32) -> Result<Duration, String> {
+        let at = self
+            .children
+            .iter()
+            .position(|c| c.id() == pid)
+            .ok_or_else(|| format!("{pid} is not one of ours"))?;
+        let mut child = self.children.swap_remove(at);
+        let started = Instant::now();
+        let killed = child.kill();
+        let reaped = child.wait();
+        let took = started.elapsed();
+        killed.map_err(|e| format!("kill {pid}: {e}"))?;
+        reaped.map_err(|e| format!("waitpid {pid}: {e}"))?;
+        Ok(took)
+    }
+}
+
+impl Drop for Holders {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+        }
+        for child in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A lock as `mihari run` writes it: the PID and its start time in clock ticks.
+fn json_lock(pid: u32, ticks: u64) -> String {
+    format!("{{\"pid\":{pid},\"start_time\":{ticks}}}\n")
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    fs::write(path, bytes).map_err(|e| format!("cannot write '{}': {e}", path.display()))
+}
+
+fn append(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(|e| format!("cannot append to '{}': {e}", path.display()))
+}
+
+/// One progress line, as a collector would write it.
+fn progress_line(i: u64) -> String {
+    format!("{{\"i\":{i},\"file\":\"shard-{i:06}.parquet\",\"rows\":40000,\"ok\":true}}\n")
+}
+
+fn progress_lines(n: u64) -> String {
+    (0..n).map(progress_line).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fleet: 1,000 jobs, and three measured ones in a second jobs file
+
+struct Fleet {
+    root: tempfile::TempDir,
+    /// The 1,000 jobs.
+    jobs_yaml: PathBuf,
+    /// The 1,000 jobs and the three measured ones.
+    live_yaml: PathBuf,
+    /// No jobs at all: the floor of the dashboard's RSS.
+    empty_yaml: PathBuf,
+    /// Relative to `root`.
+    progress: Vec<String>,
+    locks: Vec<String>,
+    logs: Vec<String>,
+    held_lock: PathBuf,
+    held_pid: u32,
+    staller_progress: PathBuf,
+    flip_progress: PathBuf,
+    measured_dir: PathBuf,
+    /// Where locks are written before they are renamed into place: not a watched folder.
+    staging: PathBuf,
+}
+
+impl Fleet {
+    fn create(knobs: &Knobs, holders: &mut Holders) -> Result<Fleet, String> {
+        let root = knobs.tempdir()?;
+        let dir = root.path().to_path_buf();
+        for sub in ["jobs", "measured", "staging", "empty"] {
+            fs::create_dir(dir.join(sub)).map_err(|e| format!("mkdir {sub}: {e}"))?;
+        }
+        let body = progress_lines(knobs.lines as u64);
+        let mut yaml = String::from("settings:\n  state_dir: ./state\njobs:\n");
+        let (mut progress, mut locks, mut logs) = (Vec::new(), Vec::new(), Vec::new());
+        for n in 0..knobs.jobs {
+            let id = format!("job{n:04}");
+            let (lock, log, prog) = (
+                format!("jobs/{id}.lock"),
+                format!("jobs/{id}.log"),
+                format!("jobs/{id}.progress"),
+            );
+            yaml.push_str(&format!(
+                "  - id: {id}\n    owner: team{}\n    lock: {lock}\n    log: {log}\n    \
+                 progress_file: {prog}\n    stall_sec: 86400\n    expected_total: 100000000\n    \
+                 should_run_when: [not_complete]\n",
+                n % 7
+            ));
+            write(&dir.join(&log), b"worker started\n")?;
+            write(&dir.join(&prog), body.as_bytes())?;
+            let (pid, ticks) = holders.spawn()?;
+            write(&dir.join(&lock), json_lock(pid, ticks).as_bytes())?;
+            progress.push(prog);
+            locks.push(lock);
+            logs.push(log);
+        }
+        let jobs_yaml = dir.join("jobs.yaml");
+        write(&jobs_yaml, yaml.as_bytes())?;
+
+        yaml.push_str(&format!(
+            "  - id: held\n    owner: {MEASURED}\n    lock: measured/held.lock\n    \
+             log: measured/held.log\n    progress_file: measured/held.progress\n    \
+             stall_sec: 86400\n    expected_total: 100000000\n    \
+             should_run_when: [not_complete]\n\
+             \x20 - id: staller\n    owner: {MEASURED}\n    lock: measured/staller.lock\n    \
+             progress_file: measured/staller.progress\n    stall_sec: {STALL_SEC}\n    \
+             expected_total: 100000000\n    should_run_when: [not_complete]\n\
+             \x20 - id: flip\n    owner: {MEASURED}\n    lock: measured/flip.lock\n    \
+             progress_file: measured/flip.progress\n    stall_sec: 86400\n    \
+             expected_total: {}\n    should_run_when: [not_complete]\n",
+            FLIP_LINES + 1
+        ));
+        let live_yaml = dir.join("live.yaml");
+        write(&live_yaml, yaml.as_bytes())?;
+        let measured = dir.join("measured");
+        write(&measured.join("held.log"), b"worker started\n")?;
+        write(&measured.join("held.progress"), body.as_bytes())?;
+        let (held_pid, ticks) = holders.spawn()?;
+        write(
+            &measured.join("held.lock"),
+            json_lock(held_pid, ticks).as_bytes(),
+        )?;
+        write(&measured.join("staller.progress"), body.as_bytes())?;
+        let (pid, ticks) = holders.spawn()?;
+        write(
+            &measured.join("staller.lock"),
+            json_lock(pid, ticks).as_bytes(),
+        )?;
+        write(
+            &measured.join("flip.progress"),
+            progress_lines(FLIP_LINES).as_bytes(),
+        )?;
+
+        let empty_yaml = dir.join("empty/jobs.yaml");
+        write(&empty_yaml, b"settings:\n  state_dir: ./state\njobs: []\n")?;
+        Ok(Fleet {
+            jobs_yaml,
+            live_yaml,
+            empty_yaml,
+            progress,
+            locks,
+            logs,
+            held_lock: measured.join("held.lock"),
+            held_pid,
+            staller_progress: measured.join("staller.progress"),
+            flip_progress: measured.join("flip.progress"),
+            staging: dir.join("staging"),
+            measured_dir: measured,
+            root,
+        })
+    }
+
+    /// Replaces held's lock atomically (written in the staging folder, then renamed).
+    fn replace_held_lock(&mut self, pid: u32, ticks: u64) -> Result<(), String> {
+        let temp = self.staging.join("held.lock");
+        write(&temp, json_lock(pid, ticks).as_bytes())?;
+        fs::rename(&temp, &self.held_lock).map_err(|e| format!("rename held.lock: {e}"))?;
+        self.held_pid = pid;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mihari check over 1,000 jobs
+
+fn measure_check(
+    knobs: &Knobs,
+    exe: &Path,
+    fleet: &Fleet,
+    table: &mut Table,
+) -> Result<(), String> {
+    let root = fleet.root.path();
+    let expected_lines = (knobs.jobs * knobs.lines) as u64;
+    // Warm the page cache and check the floor and mihari agree before timing anything.
+    let (lines, _) = floor_wc_and_stat(root, fleet)?;
+    if lines != expected_lines {
+        return Err(format!(
+            "wc -l counted {lines} lines, {expected_lines} were written"
+        ));
+    }
+    let (done, code, _) = run_check(exe, &fleet.jobs_yaml)?;
+    if done != expected_lines || code != 0 {
+        return Err(format!(
+            "check saw {done} lines done (exit {code}), {expected_lines} were written"
+        ));
+    }
+    let mut floors = Vec::new();
+    let mut checks = Vec::new();
+    for _ in 0..knobs.runs {
+        floors.push(floor_wc_and_stat(root, fleet)?.1);
+        checks.push(run_check(exe, &fleet.jobs_yaml)?.2);
+    }
+    let floor = median(&mut floors);
+    let check = median(&mut checks);
+    let ratio = check.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "\ncheck over {} jobs, {} runs alternating: floor (wc -l + stat) {}, mihari check --json {}",
+        knobs.jobs,
+        knobs.runs,
+        ms(floor),
+        ms(check)
+    );
+    table.add(
+        format!("`mihari check --json`, {} jobs", knobs.jobs),
+        format!("≤ {CHECK_TARGET_RATIO}× floor"),
+        format!("`wc -l` + `stat` {}", ms(floor)),
+        ms(check),
+        format!("{ratio:.2}×"),
+        Some(ratio <= CHECK_TARGET_RATIO),
+    );
+
+    // The same pass in-process, for information: the first gather, then warm ones.
+    let config = mihari::config::load(&fleet.jobs_yaml).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut engine = Engine::new(config);
+    let snapshot = engine.refresh(None, Utc::now());
+    let first = started.elapsed();
+    if snapshot.list.rows().count() != knobs.jobs {
+        return Err("the in-process engine lost jobs".to_string());
+    }
+    let mut warm = Vec::new();
+    for _ in 0..knobs.runs {
+        let started = Instant::now();
+        let snapshot = engine.refresh(None, Utc::now());
+        warm.push(started.elapsed());
+        drop(snapshot);
+    }
+    let warm = median(&mut warm);
+    println!(
+        "in-process Engine: new + first refresh {}, warm refresh (median of {}) {}",
+        ms(first),
+        knobs.runs,
+        ms(warm)
+    );
+    table.add(
+        format!("  in-process `Engine::refresh`, {} jobs", knobs.jobs),
+        "—",
+        "—",
+        format!("first {}; warm {}", ms(first), ms(warm)),
+        "—",
+        None,
+    );
+    Ok(())
+}
+
+/// The floor: `wc -l` over every progress file, then `stat` over every lock and log file, as
+/// two processes timed together. Returns the lines `wc` counted and the time.
+fn floor_wc_and_stat(root: &Path, fleet: &Fleet) -> Result<(u64, Duration), String> {
+    let started = Instant::now();
+    let wc = Command::new("wc")
+        .arg("-l")
+        .args(&fleet.progress)
+        .current_dir(root)
+        .env("LC_ALL", "C")
+        .output()
+        .map_err(|e| format!("cannot run wc: {e}"))?;
+    let stat = Command::new("stat")
+        .args(&fleet.locks)
+        .args(&fleet.logs)
+        .current_dir(root)
+        .env("LC_ALL", "C")
+        .output()
+        .map_err(|e| format!("cannot run stat: {e}"))?;
+    let took = started.elapsed();
+    if !wc.status.success() || !stat.status.success() {
+        return Err(format!("wc: {}, stat: {}", wc.status, stat.status));
+    }
+    let text = String::from_utf8_lossy(&wc.stdout);
+    let total = text
+        .lines()
+        .last()
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or("cannot read wc's total")?;
+    Ok((total, took))
+}
+
+/// One `mihari check --json`: the sum of `done`, its exit code, its wall time.
+fn run_check(exe: &Path, config: &Path) -> Result<(u64, i32, Duration), String> {
+    let started = Instant::now();
+    let output = Command::new(exe)
+        .arg("check")
+        .arg("--json")
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run mihari check: {e}"))?;
+    let took = started.elapsed();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "check's output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let done = report["jobs"].as_array().map_or(0, |jobs| {
+        jobs.iter().filter_map(|j| j["done"].as_u64()).sum()
+    });
+    Ok((done, output.status.code().unwrap_or(-1), took))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dashboard in a pty
+
+/// The running `mihari tui`, its pty master, and the screen it has drawn so far.
+struct Dashboard {
+    child: Child,
+    master: File,
+    parser: vt100::Parser,
+    /// Set once reading the master fails (the dashboard and its pty are gone).
+    closed: bool,
+    /// Bytes of output read so far.
+    output_bytes: usize,
+}
+
+impl Dashboard {
+    /// Starts `mihari tui --config CONFIG` as the session leader of a new 120x40 pty.
+    fn spawn(exe: &Path, config: &Path) -> Result<Dashboard, String> {
+        let size = Winsize {
+            ws_row: ROWS,
+            ws_col: COLS,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = openpty(&size, None).map_err(|e| format!("openpty: {e}"))?;
+        // Neither end may leak into the `sleep`s started later (a leaked slave keeps the pty
+        // open after the dashboard exits); the child gets the slave as 0, 1 and 2 by dup2.
+        for fd in [&pty.master, &pty.slave] {
+            fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+                .map_err(|e| format!("fcntl FD_CLOEXEC: {e}"))?;
+        }
+        fcntl(pty.master.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+            .map_err(|e| format!("fcntl O_NONBLOCK: {e}"))?;
+        let stdio = |fd: &OwnedFd| -> Result<Stdio, String> {
+            fd.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| format!("dup: {e}"))
+        };
+        let mut command = Command::new(exe);
+        command
+            .arg("tui")
+            .arg("--config")
+            .arg(config)
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR")
+            .stdin(stdio(&pty.slave)?)
+            .stdout(stdio(&pty.slave)?)
+            .stderr(stdio(&pty.slave)?);
+        // SAFETY: the closure runs in the child between fork and exec, so it may only make
+        // async-signal-safe calls: setsid(2) and ioctl(2) are, and it allocates nothing
+        // (errors are OS error codes). Fd 0 is already the pty slave at this point, so
+        // TIOCSCTTY makes it the new session's controlling terminal.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid().map_err(io::Error::from)?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start '{}': {e}", exe.display()))?;
+        drop(pty.slave);
+        Ok(Dashboard {
+            child,
+            master: File::from(pty.master),
+            parser: vt100::Parser::new(NONZERO_ROWS, NONZERO_COLS, 0),
+            closed: false,
+            output_bytes: 0,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads all there is into the screen, without waiting. True when something was read.
+    fn read_available(&mut self) -> bool {
+        let mut buf = [0u8; 64 * 1024];
+        let mut total = 0;
+        loop {
+            match self.master.read(&mut buf) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.parser.process(&buf[..n]);
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // EIO: the slave side is closed, the dashboard has exited.
+                Err(_) => {
+                    self.closed = true;
+                    break;
+                }
+            }
+        }
+        self.output_bytes += total;
+        total > 0
+    }
+
+    /// Waits at most `timeout` for output, then reads all there is into the screen.
+    fn pump(&mut self, timeout: Duration) -> Result<bool, String> {
+        if self.closed {
+            std::thread::sleep(timeout);
+            return Ok(false);
+        }
+        if !wait_readable(&[self.master.as_fd()], timeout)? {
+            return Ok(false);
+        }
+        Ok(self.read_available())
+    }
+
+    /// Reads output until `wanted` holds for the screen, at most `timeout`. Returns the
+    /// moment it was first seen to hold, or `None` on timeout.
+    fn wait_until(
+        &mut self,
+        timeout: Duration,
+        wanted: impl Fn(&vt100::Screen) -> bool,
+    ) -> Result<Option<Instant>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if wanted(self.parser.screen()) {
+                return Ok(Some(Instant::now()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.pump(left)?;
+        }
+    }
+
+    /// Keeps reading the dashboard's output for `how_long`, so it never blocks on a full pty.
+    fn drain_for(&mut self, how_long: Duration) -> Result<(), String> {
+        let until = Instant::now() + how_long;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            self.pump(left)?;
+        }
+    }
+
+    fn send(&mut self, keys: &[u8]) -> Result<(), String> {
+        self.master
+            .write_all(keys)
+            .map_err(|e| format!("cannot type into the pty: {e}"))
+    }
+
+    /// The screen as text, for error messages.
+    fn dump(&self) -> String {
+        self.parser
+            .screen()
+            .rows(0, COLS)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Sends `q` and waits up to 5 s for the dashboard to exit; kills it otherwise.
+    fn quit(mut self) -> Result<String, String> {
+        self.send(b"q")?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(format!("quit on 'q' ({status})"));
+            }
+            self.pump(Duration::from_millis(20))?;
+        }
+        let _ = self.child.kill();
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        Ok(format!("did NOT quit within 5 s of 'q', killed ({status})"))
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits at most `timeout` until one of `fds` is readable.
+fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result<bool, String> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    match poll(
+        &mut polled,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
+        Ok(0) => Ok(false),
+        Ok(_) => Ok(true),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(format!("poll: {e}")),
+    }
+}
+
+/// Drains several dashboards at once for `how_long`.
+fn drain_all(dashboards: &mut [&mut Dashboard], how_long: Duration) -> Result<(), String> {
+    let until = Instant::now() + how_long;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        let open: Vec<BorrowedFd<'_>> = dashboards
+            .iter()
+            .filter(|d| !d.closed)
+            .map(|d| d.master.as_fd())
+            .collect();
+        if open.is_empty() {
+            std::thread::sleep(left);
+            return Ok(());
+        }
+        if wait_readable(&open, left)? {
+            for dash in dashboards.iter_mut() {
+                if !dash.closed {
+                    dash.read_available();
+                }
+            }
+        }
+    }
+}
+
+/// The words of a screen row: runs of letters, digits, `_` and `-` (ids and states).
+fn words(row: &str) -> impl Iterator<Item = &str> {
+    row.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether some row of the screen holds both `id` and `state` as whole words.
+fn row_shows(screen: &vt100::Screen, id: &str, state: &str) -> bool {
+    screen.rows(0, COLS).any(|row| {
+        let mut has_id = false;
+        let mut has_state = false;
+        for word in words(&row) {
+            has_id |= word == id;
+            has_state |= word == state;
+        }
+        has_id && has_state
+    })
+}
+
+fn screen_contains(screen: &vt100::Screen, text: &str) -> bool {
+    screen.rows(0, COLS).any(|row| row.contains(text))
+}
+
+/// The peak resident set size of `pid` (VmHWM), in bytes.
+fn vm_hwm_bytes(pid: u32) -> Result<u64, String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| "no VmHWM in status".to_string())
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+// ---------------------------------------------------------------------------------------------
+// RSS of the dashboard with 1,000 jobs
+
+fn measure_rss(knobs: &Knobs, exe: &Path, fleet: &Fleet, table: &mut Table) -> Result<(), String> {
+    let (mut first, mut after, mut floor_first, mut floor_after) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let header = format!("{} jobs", knobs.jobs);
+    for run in 0..knobs.rss_runs {
+        let mut dash = Dashboard::spawn(exe, &fleet.jobs_yaml)?;
+        let mut floor = Dashboard::spawn(exe, &fleet.empty_yaml)?;
+        dash.wait_until(Duration::from_secs(30), |s| screen_contains(s, &header))?
+            .ok_or_else(|| format!("no first screen within 30 s:\n{}", dash.dump()))?;
+        floor
+            .wait_until(Duration::from_secs(30), |s| {
+                screen_contains(s, "no jobs declared")
+            })?
+            .ok_or_else(|| format!("the empty dashboard drew nothing:\n{}", floor.dump()))?;
+        drain_all(&mut [&mut dash, &mut floor], Duration::from_millis(300))?;
+        first.push(vm_hwm_bytes(dash.pid())?);
+        floor_first.push(vm_hwm_bytes(floor.pid())?);
+        let stats = activity(knobs, fleet, &mut dash, &mut floor, run)?;
+        after.push(vm_hwm_bytes(dash.pid())?);
+        floor_after.push(vm_hwm_bytes(floor.pid())?);
+        println!(
+            "rss run {}: first screen {}, after {:.0} s of activity ({stats}) {}; empty jobs file {} / {}",
+            run + 1,
+            mb(first[run]),
+            knobs.activity.as_secs_f64(),
+            mb(after[run]),
+            mb(floor_first[run]),
+            mb(floor_after[run])
+        );
+        dash.quit()?;
+        floor.quit()?;
+    }
+    let (first, after) = (median_u64(&mut first), median_u64(&mut after));
+    let (floor_first, floor_after) = (median_u64(&mut floor_first), median_u64(&mut floor_after));
+    table.add(
+        format!("dashboard RSS, {} jobs, first full screen", knobs.jobs),
+        "≤ 30 MB",
+        format!("no jobs: {}", mb(floor_first)),
+        mb(first),
+        "—",
+        Some(first <= RSS_TARGET_BYTES),
+    );
+    table.add(
+        format!(
+            "dashboard RSS, {} jobs, after {:.0} s of activity",
+            knobs.jobs,
+            knobs.activity.as_secs_f64()
+        ),
+        "≤ 30 MB",
+        format!("no jobs: {}", mb(floor_after)),
+        mb(after),
+        "—",
+        Some(after <= RSS_TARGET_BYTES),
+    );
+    Ok(())
+}
+
+/// Activity: progress and log lines appended to random jobs every 25 ms, and a key every
+/// 250 ms (pages, detail, log tail, events, help, back). Returns what was done, in words.
+fn activity(
+    knobs: &Knobs,
+    fleet: &Fleet,
+    dash: &mut Dashboard,
+    floor: &mut Dashboard,
+    seed: usize,
+) -> Result<String, String> {
+    const KEYS: [&[u8]; 14] = [
+        b"\x1b[6~", b"j", b"j", b"\r", b"l", b"\x1b", b"\x1b", b"e", b"\x1b", b"G", b"\r", b"\x1b",
+        b"g", b"?",
+    ];
+    let root = fleet.root.path();
+    let mut random = 0x9E37_79B9_7F4A_7C15u64 ^ seed as u64;
+    let mut next = || {
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        random
+    };
+    let until = Instant::now() + knobs.activity;
+    let (mut writes, mut keys) = (0usize, 0usize);
+    let mut next_key = Instant::now();
+    while Instant::now() < until {
+        let job = (next() % fleet.progress.len() as u64) as usize;
+        append(
+            &root.join(&fleet.progress[job]),
+            progress_line(1_000_000 + writes as u64).as_bytes(),
+        )?;
+        append(&root.join(&fleet.logs[job]), b"step done\n")?;
+        writes += 1;
+        if Instant::now() >= next_key {
+            let key = KEYS[keys % KEYS.len()];
+            dash.send(key)?;
+            floor.send(key)?;
+            keys += 1;
+            next_key += Duration::from_millis(250);
+        }
+        drain_all(&mut [&mut *dash, &mut *floor], Duration::from_millis(25))?;
+    }
+    // Close whatever the keys left open.
+    dash.send(b"\x1b\x1b")?;
+    floor.send(b"\x1b\x1b")?;
+    drain_all(&mut [dash, floor], Duration::from_millis(300))?;
+    Ok(format!("{writes} appends, {keys} keys"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Latencies
+
+/// Latency samples of one measure, and how many changes never showed within [`GIVE_UP`].
+#[derive(Default)]
+struct Latencies {
+    samples: Vec<Duration>,
+    missed: usize,
+}
+
+impl Latencies {
+    fn record(&mut self, started: Instant, seen: Option<Instant>) {
+        match seen {
+            Some(seen) => self.samples.push(seen.saturating_duration_since(started)),
+            None => self.missed += 1,
+        }
+    }
+
+    /// min, median, p99 (nearest rank) and max; a missed change counts as slower than all.
+    fn summary(&self) -> Option<[Duration; 4]> {
+        let mut sorted = self.samples.clone();
+        sorted.sort();
+        sorted.extend(std::iter::repeat_n(Duration::MAX, self.missed));
+        let n = sorted.len();
+        if n == 0 {
+            return None;
+        }
+        let p99 = (n * 99).div_ceil(100).max(1) - 1;
+        Some([sorted[0], sorted[(n - 1) / 2], sorted[p99], sorted[n - 1]])
+    }
+
+    fn count(&self) -> usize {
+        self.samples.len() + self.missed
+    }
+
+    fn merged(parts: &[&Latencies]) -> Latencies {
+        let mut all = Latencies::default();
+        for part in parts {
+            all.samples.extend(&part.samples);
+            all.missed += part.missed;
+        }
+        all
+    }
+
+    fn p99(&self) -> Option<Duration> {
+        self.summary().map(|s| s[2])
+    }
+
+    fn median(&self) -> Option<Duration> {
+        self.summary().map(|s| s[1])
+    }
+}
+
+fn print_latencies(title: &str, rows: &[(&str, &Latencies)]) {
+    println!("\n{title}");
+    println!(
+        "  {:<46} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "", "samples", "min", "median", "p99", "max", "missed"
+    );
+    for (name, l) in rows {
+        match l.summary() {
+            Some([min, median, p99, max]) => println!(
+                "  {name:<46} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}",
+                l.count(),
+                ms(min),
+                ms(median),
+                ms(p99),
+                ms(max),
+                l.missed
+            ),
+            None => println!("  {name:<46} {:>7}", 0),
+        }
+    }
+}
+
+/// A pause between samples that varies (100-250 ms), so samples do not lock to any period.
+fn pause_for(i: usize) -> Duration {
+    Duration::from_millis(100 + (i as u64 * 53) % 150)
+}
+
+fn latency_row(
+    table: &mut Table,
+    measure: String,
+    floor_name: &str,
+    floor: &Latencies,
+    figure: &Latencies,
+) {
+    let floor_text = floor.median().map_or("no samples".to_string(), |median| {
+        format!("{floor_name} p50 {}", ms(median))
+    });
+    let (figure_text, pass) = match (figure.p99(), figure.median()) {
+        (Some(p99), Some(p50)) => (
+            format!("p99 {} (p50 {})", ms(p99), ms(p50)),
+            Some(p99 <= LATENCY_TARGET),
+        ),
+        _ => ("no samples".to_string(), None),
+    };
+    table.add(
+        measure,
+        format!("p99 ≤ {}", ms(LATENCY_TARGET)),
+        floor_text,
+        figure_text,
+        "—",
+        pass,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// On screen: a holder's death and a stall deadline, on the 1,000-job dashboard
+
+fn measure_screen(
+    knobs: &Knobs,
+    exe: &Path,
+    fleet: &mut Fleet,
+    holders: &mut Holders,
+    table: &mut Table,
+) -> Result<(), String> {
+    let mut dash = Dashboard::spawn(exe, &fleet.live_yaml)?;
+    let header = format!("{} jobs", knobs.jobs + 3);
+    dash.wait_until(Duration::from_secs(30), |s| screen_contains(s, &header))?
+        .ok_or_else(|| format!("no first screen within 30 s:\n{}", dash.dump()))?;
+    dash.send(format!("/{MEASURED}\r").as_bytes())?;
+    dash.wait_until(Duration::from_secs(10), |s| {
+        screen_contains(s, &format!("filter '{MEASURED}'"))
+            && row_shows(s, "held", "RUNNING")
+            && row_shows(s, "flip", "SHOULD_BE_RUNNING")
+            && (row_shows(s, "staller", "STALLED") || row_shows(s, "staller", "RUNNING"))
+    })?
+    .ok_or_else(|| format!("the filtered screen did not show:\n{}", dash.dump()))?;
+    dash.drain_for(Duration::from_secs(2))?;
+
+    // The floor: a key and its redraw (help opens, help closes), on the same dashboard.
+    let mut keys = Latencies::default();
+    for i in 0..30 {
+        dash.drain_for(pause_for(i))?;
+        let started = Instant::now();
+        dash.send(b"?")?;
+        let seen = dash.wait_until(GIVE_UP, |s| {
+            screen_contains(s, "this help (any key closes it)")
+        })?;
+        keys.record(started, seen);
+        dash.drain_for(pause_for(i + 1))?;
+        let started = Instant::now();
+        dash.send(b"?")?;
+        let seen = dash.wait_until(GIVE_UP, |s| {
+            !screen_contains(s, "this help (any key closes it)")
+        })?;
+        keys.record(started, seen);
+    }
+
+    // A holder's death: SIGKILL and reap held's sleep (timed until DEAD_LOCK_STALE shows), then a
+    // new sleep and an atomically replaced lock (timed until RUNNING shows again).
+    let (mut dead, mut back, mut reaped) = (
+        Latencies::default(),
+        Latencies::default(),
+        Latencies::default(),
+    );
+    for i in 0..knobs.kills {
+        dash.drain_for(pause_for(i))?;
+        let started = Instant::now();
+        let reap = holders.kill(fleet.held_pid)?;
+        reaped.samples.push(reap);
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "held", "DEAD_LOCK_STALE"))?;
+        dead.record(started, seen);
+        dash.drain_for(pause_for(i + 1))?;
+        let started = Instant::now();
+        let (pid, ticks) = holders.spawn()?;
+        fleet.replace_held_lock(pid, ticks)?;
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "held", "RUNNING"))?;
+        back.record(started, seen);
+    }
+
+    // A stall deadline: a progress line makes staller RUNNING; STALL_SEC after that line's
+    // mtime (the freshest reading) it must show STALLED. The floor is how late the bench's own
+    // timer wakes for the same deadline.
+    let (mut stalled, mut timer, mut resumed) = (
+        Latencies::default(),
+        Latencies::default(),
+        Latencies::default(),
+    );
+    for i in 0..knobs.stalls {
+        dash.drain_for(pause_for(i))?;
+        let started = Instant::now();
+        append(&fleet.staller_progress, progress_line(i as u64).as_bytes())?;
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "staller", "RUNNING"))?;
+        resumed.record(started, seen);
+        let modified = fs::metadata(&fleet.staller_progress)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("stat staller.progress: {e}"))?;
+        let deadline_wall = modified + Duration::from_secs(STALL_SEC);
+        let deadline = instant_of(deadline_wall);
+        // The bench's own timer: pump the screen until the deadline, then see how late it woke.
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            dash.pump(left)?;
+        }
+        timer
+            .samples
+            .push(Instant::now().saturating_duration_since(deadline));
+        let seen = dash.wait_until(GIVE_UP, |s| row_shows(s, "staller", "STALLED"))?;
+        stalled.record(deadline, seen);
+    }
+    let hwm = vm_hwm_bytes(dash.pid())?;
+    let exit = dash.quit()?;
+
+    print_latencies(
+        &format!(
+            "on the {}-job dashboard (filter '{MEASURED}')",
+            knobs.jobs + 3
+        ),
+        &[
+            ("key -> redraw (floor)", &keys),
+            (
+                "holder killed: kill -> reaped by the bench (floor)",
+                &reaped,
+            ),
+            ("holder killed -> DEAD_LOCK_STALE on screen", &dead),
+            ("new holder + lock -> RUNNING (info)", &back),
+            ("stall deadline: bench timer lateness (floor)", &timer),
+            ("stall deadline -> STALLED on screen", &stalled),
+            ("progress line -> RUNNING (info)", &resumed),
+        ],
+    );
+    println!(
+        "dashboard peak RSS after the latencies: {}; {exit}",
+        mb(hwm)
+    );
+    latency_row(
+        table,
+        format!(
+            "a holder's death → DEAD_LOCK_STALE on screen ({}, {} jobs)",
+            dead.count(),
+            knobs.jobs + 3
+        ),
+        "key → redraw",
+        &keys,
+        &dead,
+    );
+    latency_row(
+        table,
+        format!(
+            "stall deadline → STALLED on screen ({}, stall_sec {STALL_SEC})",
+            stalled.count()
+        ),
+        "bench timer",
+        &timer,
+        &stalled,
+    );
+    Ok(())
+}
+
+/// The `Instant` at which the wall clock will read `wall` (or read it already).
+fn instant_of(wall: SystemTime) -> Instant {
+    let now_wall = SystemTime::now();
+    let now = Instant::now();
+    match wall.duration_since(now_wall) {
+        Ok(ahead) => now + ahead,
+        Err(behind) => now.checked_sub(behind.duration()).unwrap_or(now),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The watcher: a change -> its state-changed event in the store
+
+/// inotify, straight from libc: the bench's own view of a folder.
+struct Inotify {
+    fd: OwnedFd,
+}
+
+impl Inotify {
+    fn new() -> Result<Inotify, String> {
+        // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return Err(format!("inotify_init1: {}", io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` is a descriptor just returned to us and owned by nothing else.
+        Ok(Inotify {
+            fd: unsafe { OwnedFd::from_raw_fd(raw) },
+        })
+    }
+
+    fn watch(&self, folder: &Path) -> Result<(), String> {
+        let path = CString::new(folder.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+        let mask = libc::IN_MODIFY | libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE;
+        // SAFETY: the descriptor is open and the path a valid NUL-terminated string.
+        let watch = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), mask) };
+        if watch < 0 {
+            return Err(format!(
+                "inotify_add_watch '{}': {}",
+                folder.display(),
+                io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Drops every queued event.
+    fn drain(&self) {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            // SAFETY: reads into a buffer we own, at most its length.
+            let n = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast::<libc::c_void>(),
+                    buf.len(),
+                )
+            };
+            if n <= 0 {
+                return;
+            }
+        }
+    }
+
+    /// Waits at most `timeout` for an event; drains what came. True when something did.
+    fn wait(&self, timeout: Duration) -> Result<bool, String> {
+        let came = wait_readable(&[self.fd.as_fd()], timeout)?;
+        if came {
+            self.drain();
+        }
+        Ok(came)
+    }
+}
+
+/// Reads the watcher's store, read-only.
+struct StoreView {
+    conn: rusqlite::Connection,
+}
+
+impl StoreView {
+    fn open(db: &Path) -> Result<StoreView, String> {
+        let conn = rusqlite::Connection::open_with_flags(
+            db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("open the store read-only: {e}"))?;
+        conn.busy_timeout(Duration::from_millis(50))
+            .map_err(|e| e.to_string())?;
+        Ok(StoreView { conn })
+    }
+
+    /// The newest event id.
+    fn last_id(&self) -> i64 {
+        self.conn
+            .query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| r.get(0))
+            .unwrap_or(0)
+    }
+
+    fn count_state_changes(&self) -> i64 {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'state-changed'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(0)
+    }
+
+    /// Whether a `state-changed` event of `job` to `state` came after event `after`.
+    fn changed(&self, after: i64, job: &str, state: &str) -> bool {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE id > ?1 AND kind = 'state-changed' \
+                 AND job = ?2 AND reason LIKE ?3",
+                rusqlite::params![after, job, format!("%-> {state}")],
+                |r| r.get::<_, i64>(0),
+            )
+            .is_ok_and(|n| n > 0)
+    }
+}
+
+/// Waits for the state-changed event, woken by the -wal file's changes and at least every
+/// 2 ms. The moment it is first seen, or `None` after [`GIVE_UP`].
+fn wait_for_change(
+    store: &StoreView,
+    state_dir: &Inotify,
+    after: i64,
+    job: &str,
+    state: &str,
+) -> Result<Option<Instant>, String> {
+    let deadline = Instant::now() + GIVE_UP;
+    loop {
+        if store.changed(after, job, state) {
+            return Ok(Some(Instant::now()));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        state_dir.wait(Duration::from_millis(2))?;
+    }
+}
+
+fn measure_watcher(
+    knobs: &Knobs,
+    exe: &Path,
+    fleet: &mut Fleet,
+    holders: &mut Holders,
+    table: &mut Table,
+) -> Result<(), String> {
+    let state = fleet.root.path().join("state");
+    let log = File::create(fleet.root.path().join("watch.log")).map_err(|e| e.to_string())?;
+    let mut watcher = Command::new(exe)
+        .arg("watch")
+        .arg("--config")
+        .arg(&fleet.live_yaml)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start the watcher: {e}"))?;
+    let result = watcher_samples(knobs, fleet, holders, &state, watcher.id());
+    let _ = kill(Pid::from_raw(watcher.id() as i32), Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watcher.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if Instant::now() > deadline {
+            let _ = watcher.kill();
+            let _ = watcher.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (floor_write, floor_kill, flips, kills, hwm) = result?;
+    print_latencies(
+        &format!(
+            "the watcher over {} jobs: change -> state-changed event in its store",
+            knobs.jobs + 3
+        ),
+        &[
+            (
+                "progress write -> the bench's inotify (floor)",
+                &floor_write,
+            ),
+            ("holder killed -> reaped by the bench (floor)", &floor_kill),
+            ("  append -> COMPLETE", &flips.0),
+            ("  truncate -> SHOULD_BE_RUNNING", &flips.1),
+            ("  holder killed -> DEAD_LOCK_STALE", &kills.0),
+            ("  new holder + lock -> RUNNING", &kills.1),
+        ],
+    );
+    println!("watcher peak RSS: {}", mb(hwm));
+    let all = Latencies::merged(&[&flips.0, &flips.1, &kills.0, &kills.1]);
+    let floor = Latencies::merged(&[&floor_write, &floor_kill]);
+    latency_row(
+        table,
+        format!(
+            "a change → `state-changed` in the watcher's store ({}, {} jobs)",
+            all.count(),
+            knobs.jobs + 3
+        ),
+        "bench inotify/reap",
+        &floor,
+        &all,
+    );
+    Ok(())
+}
+
+type WatcherSamples = (
+    Latencies,
+    Latencies,
+    (Latencies, Latencies),
+    (Latencies, Latencies),
+    u64,
+);
+
+fn watcher_samples(
+    knobs: &Knobs,
+    fleet: &mut Fleet,
+    holders: &mut Holders,
+    state: &Path,
+    watcher_pid: u32,
+) -> Result<WatcherSamples, String> {
+    // The first pass records every job's first state; wait for it, then for quiet.
+    let db = state.join("mihari.sqlite");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !db.exists() {
+        if Instant::now() > deadline {
+            return Err("the watcher made no store within 120 s".to_string());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store = StoreView::open(&db)?;
+    let wanted = (knobs.jobs + 3) as i64;
+    let mut last = (0, Instant::now());
+    loop {
+        let count = store.count_state_changes();
+        let now = Instant::now();
+        if count != last.0 {
+            last = (count, now);
+        } else if count >= wanted && now.duration_since(last.1) > Duration::from_secs(2) {
+            break;
+        }
+        if now > deadline {
+            return Err(format!(
+                "the watcher recorded {count} first states of {wanted} within 120 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state_dir = Inotify::new()?;
+    state_dir.watch(state)?;
+    let measured = Inotify::new()?;
+    measured.watch(&fleet.measured_dir)?;
+
+    let short_len = progress_lines(FLIP_LINES).len() as u64;
+    let last_line = progress_line(FLIP_LINES);
+    let (mut complete, mut undone, mut floor_write) = (
+        Latencies::default(),
+        Latencies::default(),
+        Latencies::default(),
+    );
+    for i in 0..knobs.watch_flips {
+        std::thread::sleep(pause_for(i));
+        measured.drain();
+        state_dir.drain();
+        let after = store.last_id();
+        let completing = i % 2 == 0;
+        let started = Instant::now();
+        if completing {
+            append(&fleet.flip_progress, last_line.as_bytes())?;
+        } else {
+            OpenOptions::new()
+                .write(true)
+                .open(&fleet.flip_progress)
+                .and_then(|f| f.set_len(short_len))
+                .map_err(|e| format!("truncate flip.progress: {e}"))?;
+        }
+        if measured.wait(Duration::from_secs(1))? {
+            floor_write.samples.push(started.elapsed());
+        }
+        let (state_name, into) = if completing {
+            ("COMPLETE", &mut complete)
+        } else {
+            ("SHOULD_BE_RUNNING", &mut undone)
+        };
+        let seen = wait_for_change(&store, &state_dir, after, "flip", state_name)?;
+        into.record(started, seen);
+    }
+
+    let (mut dead, mut back, mut floor_kill) = (
+        Latencies::default(),
+        Latencies::default(),
+        Latencies::default(),
+    );
+    for i in 0..knobs.watch_kills {
+        std::thread::sleep(pause_for(i));
+        state_dir.drain();
+        let after = store.last_id();
+        let started = Instant::now();
+        floor_kill.samples.push(holders.kill(fleet.held_pid)?);
+        let seen = wait_for_change(&store, &state_dir, after, "held", "DEAD_LOCK_STALE")?;
+        dead.record(started, seen);
+
+        std::thread::sleep(pause_for(i + 1));
+        state_dir.drain();
+        let after = store.last_id();
+        let started = Instant::now();
+        let (pid, ticks) = holders.spawn()?;
+        fleet.replace_held_lock(pid, ticks)?;
+        let seen = wait_for_change(&store, &state_dir, after, "held", "RUNNING")?;
+        back.record(started, seen);
+    }
+    let hwm = vm_hwm_bytes(watcher_pid)?;
+    Ok((
+        floor_write,
+        floor_kill,
+        (complete, undone),
+        (dead, back),
+        hwm,
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tail of a 10 GiB log
+
+fn measure_tail(knobs: &Knobs, table: &mut Table) -> Result<(), String> {
+    let dir = knobs.tempdir()?;
+    let big = dir.path().join("huge.log");
+    let tiny = dir.path().join("tiny.log");
+    let len = knobs.tail_gib << 30;
+    let text: String = (0..1000u64)
+        .map(|i| {
+            format!(
+                "2026-11-29T10:{:02}:{:02}.{:03}Z INFO step {i} loss 0.{:06} lr 0.0003 tokens/s {}\n",
+                (i / 60) % 60,
+                i % 60,
+                i % 1000,
+                (i * 7919) % 1_000_000,
+                12_000 + i % 997
+            )
+        })
+        .collect();
+    let file = File::create(&big).map_err(|e| format!("create the log: {e}"))?;
+    file.set_len(len).map_err(|e| format!("set_len: {e}"))?;
+    file.write_all_at(text.as_bytes(), len)
+        .map_err(|e| format!("write the log's lines: {e}"))?;
+    drop(file);
+    write(&tiny, b"one line\n")?;
+    let expected: Vec<&str> = text.lines().skip(1000 - TAIL_LINES).collect();
+    match tail_lines(&big, TAIL_LINES) {
+        Reading::Found(lines) if lines == expected => {}
+        other => return Err(format!("tail_lines read something else: {other:?}")),
+    }
+    let floor_bytes = minimal_tail(&big, TAIL_LINES)?;
+    if floor_bytes != expected.iter().map(|l| l.len() + 1).sum::<usize>() {
+        return Err("the minimal tail found other lines".to_string());
+    }
+
+    // Alternating, page cache warm: in-process (mihari, and a minimal floor) and processes.
+    let copies: Vec<&Path> = std::iter::repeat_n(big.as_path(), TAIL_COPIES).collect();
+    let (mut ours, mut minimal, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut tail_one, mut tail_tiny, mut tail_many) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..knobs.tail_runs {
+        // In-process, like tail's per-file figure: TAIL_COPIES calls back to back, per call.
+        // What the caller does with the lines (dropping them) is not the tail's cost.
+        let mut results = Vec::with_capacity(TAIL_COPIES);
+        let started = Instant::now();
+        for _ in 0..TAIL_COPIES {
+            results.push(std::hint::black_box(tail_lines(&big, TAIL_LINES)));
+        }
+        ours.push(started.elapsed() / TAIL_COPIES as u32);
+        let started = Instant::now();
+        for _ in 0..TAIL_COPIES {
+            std::hint::black_box(minimal_tail(&big, TAIL_LINES)?);
+        }
+        minimal.push(started.elapsed() / TAIL_COPIES as u32);
+        let started = Instant::now();
+        drop(results);
+        dropped.push(started.elapsed() / TAIL_COPIES as u32);
+        // Processes in a rotating order, so none always runs first after the in-process work.
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => tail_one.push(time_tail(&[big.as_path()])?),
+                1 => tail_tiny.push(time_tail(&[tiny.as_path()])?),
+                _ => tail_many.push(time_tail(&copies)?),
+            }
+        }
+    }
+    let ours = median(&mut ours);
+    let dropped = median(&mut dropped);
+    let minimal = median(&mut minimal);
+    let (one, tiny_t) = (median(&mut tail_one), median(&mut tail_tiny));
+    let many = median(&mut tail_many);
+    let per_file = many.saturating_sub(one) / (TAIL_COPIES as u32 - 1);
+    let single = one.saturating_sub(tiny_t);
+    println!(
+        "\ntail of {TAIL_LINES} lines of a {} GiB sparse log, page cache warm, medians of {}, \
+         alternating:",
+        knobs.tail_gib, knobs.tail_runs
+    );
+    println!(
+        "  mihari tail_lines (in-process, per call of {TAIL_COPIES})     {}",
+        us(ours)
+    );
+    println!(
+        "  the caller dropping those lines (not counted)   {}",
+        us(dropped)
+    );
+    println!(
+        "  minimal in-process tail (per call of {TAIL_COPIES})        {}",
+        us(minimal)
+    );
+    println!(
+        "  tail -n 200 FILE (process)                      {}",
+        us(one)
+    );
+    println!(
+        "  tail -n 200 TINY (process start, floor of it)   {}",
+        us(tiny_t)
+    );
+    println!(
+        "  tail -q -n 200 FILE x{TAIL_COPIES} (process)               {}",
+        us(many)
+    );
+    println!(
+        "  tail's work per file: (x{TAIL_COPIES} - x1) / {}          {}   <- the floor judged",
+        TAIL_COPIES - 1,
+        us(per_file)
+    );
+    println!(
+        "  tail's work, single run: FILE - TINY            {}",
+        us(single)
+    );
+    let ratio = ours.as_secs_f64() / per_file.as_secs_f64().max(1e-9);
+    table.add(
+        format!("tail of {TAIL_LINES} lines of a {} GiB log", knobs.tail_gib),
+        format!("≤ {TAIL_TARGET_RATIO}× `tail -n 200`"),
+        format!(
+            "`tail` per file, start removed {} (single run − tiny {}; minimal in-process {})",
+            us(per_file),
+            us(single),
+            us(minimal)
+        ),
+        format!("`tail_lines` {}", us(ours)),
+        format!("{ratio:.2}×"),
+        Some(ratio <= TAIL_TARGET_RATIO),
+    );
+    Ok(())
+}
+
+/// What any tail must do: open, stat, read backwards until `n` lines are found, copy them
+/// out. No decoding and no making inert. Returns the bytes copied.
+fn minimal_tail(path: &Path, n: usize) -> Result<usize, String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut pos = len;
+    let mut newlines = 0;
+    let mut start_in_first = None;
+    while pos > 0 {
+        let want = 8192u64.min(pos);
+        pos -= want;
+        let mut chunk = vec![0u8; want as usize];
+        file.read_exact_at(&mut chunk, pos)
+            .map_err(|e| e.to_string())?;
+        // The final newline ends the last line; the (n+1)-th from the end starts the tail.
+        let skip_last = chunks.is_empty() && chunk.last() == Some(&b'\n');
+        let body = if skip_last {
+            &chunk[..chunk.len() - 1]
+        } else {
+            &chunk[..]
+        };
+        for at in memchr::memrchr_iter(b'\n', body) {
+            newlines += 1;
+            if newlines == n {
+                start_in_first = Some(at + 1);
+                break;
+            }
+        }
+        chunks.push(chunk);
+        if start_in_first.is_some() {
+            break;
+        }
+    }
+    let start = start_in_first.unwrap_or(0);
+    let mut out = Vec::new();
+    for (i, chunk) in chunks.iter().rev().enumerate() {
+        out.extend_from_slice(if i == 0 { &chunk[start..] } else { chunk });
+    }
+    Ok(out.len())
+}
+
+fn time_tail(files: &[&Path]) -> Result<Duration, String> {
+    let started = Instant::now();
+    let status = Command::new("tail")
+        .arg("-q")
+        .arg("-n")
+        .arg(TAIL_LINES.to_string())
+        .args(files)
+        .env("LC_ALL", "C")
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run tail: {e}"))?;
+    let took = started.elapsed();
+    if !status.success() {
+        return Err(format!("tail: {status}"));
+    }
+    Ok(took)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle CPU: the dashboard and the watcher, 100 quiet jobs, side by side
+
+/// CPU used by every thread of a process: on-CPU nanoseconds (schedstat) of the threads
+/// alive now, and utime + stime in clock ticks (which also keeps the time of threads that
+/// have exited).
+#[derive(Clone, Copy)]
+struct CpuUse {
+    on_cpu_ns: u64,
+    ticks: u64,
+}
+
+fn cpu_use(pid: u32) -> Result<CpuUse, String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("no ')' in stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, String> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("stat field {n} missing"))
+    };
+    let ticks = field(14)? + field(15)?;
+    let mut on_cpu_ns = 0;
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Some(ns) = fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            {
+                on_cpu_ns += ns;
+            }
+        }
+    }
+    Ok(CpuUse { on_cpu_ns, ticks })
+}
+
+/// The share of one core used between two readings over `secs`: from schedstat, and from
+/// ticks.
+fn percent(before: CpuUse, after: CpuUse, secs: f64, tck: u64) -> (f64, f64) {
+    let precise = after.on_cpu_ns.saturating_sub(before.on_cpu_ns) as f64 / 1e9 / secs * 100.0;
+    let coarse = after.ticks.saturating_sub(before.ticks) as f64 / tck as f64 / secs * 100.0;
+    (precise, coarse)
+}
+
+fn measure_idle(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(), String> {
+    let tck = mihari::probe::proc::clock_ticks_per_second()?;
+    let root = knobs.tempdir()?;
+    let dir = root.path();
+    for sub in ["quiet", "empty"] {
+        fs::create_dir(dir.join(sub)).map_err(|e| format!("mkdir {sub}: {e}"))?;
+    }
+    let mut holders = Holders::default();
+    let mut yaml = String::from("settings:\n  state_dir: ./state\njobs:\n");
+    for n in 0..QUIET_JOBS {
+        let id = format!("quiet{n:03}");
+        yaml.push_str(&format!(
+            "  - id: {id}\n    owner: quiet\n    lock: quiet/{id}.lock\n    log: quiet/{id}.log\n    \
+             progress_file: quiet/{id}.progress\n    stall_sec: 86400\n    \
+             expected_total: 1000000\n    should_run_when: [not_complete]\n"
+        ));
+        write(&dir.join(format!("quiet/{id}.log")), b"worker started\n")?;
+        write(
+            &dir.join(format!("quiet/{id}.progress")),
+            progress_lines(10).as_bytes(),
+        )?;
+        let (pid, ticks) = holders.spawn()?;
+        write(
+            &dir.join(format!("quiet/{id}.lock")),
+            json_lock(pid, ticks).as_bytes(),
+        )?;
+    }
+    let config = dir.join("jobs.yaml");
+    write(&config, yaml.as_bytes())?;
+    let empty = dir.join("empty/jobs.yaml");
+    write(&empty, b"settings:\n  state_dir: ./state\njobs: []\n")?;
+    let written = Instant::now();
+
+    let mut dash = Dashboard::spawn(exe, &config)?;
+    let mut floor = Dashboard::spawn(exe, &empty)?;
+    let mut watcher = Command::new(exe)
+        .arg("watch")
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the watcher: {e}"))?;
+    let result = (|| -> Result<(), String> {
+        let header = format!("{QUIET_JOBS} jobs");
+        dash.wait_until(Duration::from_secs(20), |s| {
+            screen_contains(s, &header) && screen_contains(s, "watcher alive")
+        })?
+        .ok_or_else(|| {
+            format!(
+                "no screen with a live watcher within 20 s:\n{}",
+                dash.dump()
+            )
+        })?;
+        floor
+            .wait_until(Duration::from_secs(20), |s| {
+                screen_contains(s, "no jobs declared")
+            })?
+            .ok_or_else(|| format!("the empty dashboard drew nothing:\n{}", floor.dump()))?;
+        drain_all(&mut [&mut dash, &mut floor], Duration::from_secs(5))?;
+        println!(
+            "\nidle window: {} s from now; dashboard pid {}, watcher pid {}, empty dashboard \
+             pid {}; quiet files {:.0} s old",
+            knobs.idle.as_secs(),
+            dash.pid(),
+            watcher.id(),
+            floor.pid(),
+            written.elapsed().as_secs_f64()
+        );
+        io::stdout().flush().map_err(|e| e.to_string())?;
+        let pids = [dash.pid(), watcher.id(), floor.pid()];
+        let slices = 6u32;
+        let slice = knobs.idle / slices;
+        let start: Vec<CpuUse> = pids.iter().map(|&p| cpu_use(p)).collect::<Result<_, _>>()?;
+        let bytes_before = (dash.output_bytes, floor.output_bytes);
+        let began = Instant::now();
+        let mut slice_percents: [Vec<f64>; 3] = Default::default();
+        let mut last = start.clone();
+        for _ in 0..slices {
+            let slice_start = Instant::now();
+            drain_all(&mut [&mut dash, &mut floor], slice)?;
+            let now: Vec<CpuUse> = pids.iter().map(|&p| cpu_use(p)).collect::<Result<_, _>>()?;
+            let secs = slice_start.elapsed().as_secs_f64();
+            for (k, percents) in slice_percents.iter_mut().enumerate() {
+                percents.push(percent(last[k], now[k], secs, tck).0);
+            }
+            last = now;
+        }
+        let secs = began.elapsed().as_secs_f64();
+        let names = ["dashboard", "watcher", "empty dashboard"];
+        let mut whole = Vec::new();
+        for (k, name) in names.iter().enumerate() {
+            let (precise, coarse) = percent(start[k], last[k], secs, tck);
+            let mut slices = slice_percents[k].clone();
+            slices.sort_by(f64::total_cmp);
+            println!(
+                "  {name:<16} {precise:.4} % of one core (schedstat), {coarse:.3} % (ticks @ {tck} Hz); \
+                 median {:.0} s slice {:.4} %",
+                secs / f64::from(6),
+                slices[slices.len() / 2]
+            );
+            whole.push(precise);
+        }
+        println!(
+            "  screen output during the window: dashboard {} bytes, empty dashboard {} bytes",
+            dash.output_bytes - bytes_before.0,
+            floor.output_bytes - bytes_before.1
+        );
+        for (k, name) in ["dashboard", "watcher"].iter().enumerate() {
+            table.add(
+                format!(
+                    "idle CPU, {name}, {QUIET_JOBS} quiet jobs, {:.0} s",
+                    knobs.idle.as_secs_f64()
+                ),
+                format!("≤ {IDLE_TARGET_PERCENT} % of one core"),
+                format!("empty dashboard {:.4} %", whole[2]),
+                format!("{:.4} %", whole[k]),
+                "—",
+                Some(whole[k] <= IDLE_TARGET_PERCENT),
+            );
+        }
+        Ok(())
+    })();
+    let _ = kill(Pid::from_raw(watcher.id() as i32), Signal::SIGTERM);
+    let _ = watcher.wait();
+    dash.quit()?;
+    floor.quit()?;
+    drop(holders);
+    result
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small things
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn median_u64(values: &mut [u64]) -> u64 {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    if d == Duration::MAX {
+        "missed".to_string()
+    } else {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn env_u64(name: &str, default: u64) -> Result<u64, String> {
+    match std::env::var(name) {
+        Ok(text) => text.parse().map_err(|e| format!("{name} '{text}': {e}")),
+        Err(_) => Ok(default),
+    }
+}
