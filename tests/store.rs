@@ -32,7 +32,7 @@ fn the_store_is_created_0600_in_a_0700_folder_in_wal_mode() {
         .connection()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -349,4 +349,40 @@ fn reasons_are_made_inert_before_they_are_stored() {
         .clone()
         .unwrap();
     assert!(mihari::core::text::is_inert(&reason), "{reason:?}");
+}
+
+#[test]
+fn processes_opening_a_fresh_store_at_once_all_succeed() {
+    // Each round: a fresh folder, and several processes opening the store in it together.
+    let binary = env!("CARGO_BIN_EXE_mihari");
+    for round in 0..15 {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs.yaml");
+        fs::write(
+            &jobs,
+            "settings:\n  state_dir: state\njobs:\n  - id: a\n    log: a.log\n    should_run_when: [resource_free]\n    lock: a.lock\n",
+        )
+        .unwrap();
+        let children: Vec<_> = (0..6)
+            .map(|i| {
+                std::process::Command::new(binary)
+                    .arg("--config")
+                    .arg(&jobs)
+                    .args(["claim", &format!("k{i}")])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "round {round}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
 }

@@ -59,6 +59,12 @@ fn on_job(
         );
         return ExitCode::from(EXIT_BAD_INPUT);
     }
+    // Every decision is recorded before its effect: without a usable store, nothing happens.
+    if let Err(error) = Store::open(&config.settings.state_dir, actor(yes)) {
+        let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
+        let _ = writeln!(io::stderr(), "mihari: {words}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let mut engine = Engine::new(config.clone());
     // Checks decide RED, and RED holds dispatch: judge with them, as the dashboard does.
     engine.run_checks(None);

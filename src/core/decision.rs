@@ -282,11 +282,11 @@ pub fn release_refusal(row: &Assessment) -> Option<String> {
     match (row.state, row.liveness) {
         (State::DeadLockStale, Some(Liveness::Dead)) => None,
         (_, Some(Liveness::Alive)) => Some(format!(
-            "refused: the holder of '{}' is alive; a live holder's lock is never released",
+            "the holder of '{}' is alive; a live holder's lock is never released",
             row.id
         )),
         (_, Some(Liveness::Unknown)) => Some(format!(
-            "refused: the holder of '{}' is unknown; never released while unknown",
+            "the holder of '{}' is unknown; never released while unknown",
             row.id
         )),
         _ => Some(format!(

@@ -467,11 +467,21 @@ impl Store {
             ))
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        // WAL: readers never block the writer; a dashboard reading never stalls a watcher.
-        conn.pragma_update(None, "journal_mode", "wal")?;
-        conn.pragma_update(None, "synchronous", "normal")?;
-        conn.pragma_update(None, "foreign_keys", "on")?;
-        schema::migrate(&conn)?;
+        // Two processes opening a fresh store at once race for the switch to WAL and the
+        // first migration; SQLite answers the loser "busy" at once, whatever the busy
+        // timeout. Try again for as long as the busy timeout allows.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match prepare(&conn) {
+                Ok(()) => break,
+                Err(error) if is_busy(&error) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(error) => return Err(error),
+            }
+        }
         Ok(Store {
             conn,
             path,
@@ -569,10 +579,15 @@ impl Store {
             .map(|n| format!("'{n}'"))
             .collect::<Vec<_>>()
             .join(", ");
+        // Two spellings, so SQLite can use the (job, kind, id) index when a job is given.
+        let which = if job.is_some() {
+            "job = ?1"
+        } else {
+            "?1 IS NULL"
+        };
         let sql = format!(
             "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE kind IN ({list}) AND (?1 IS NULL OR job = ?1) \
-             ORDER BY id DESC LIMIT 1"
+             FROM events WHERE kind IN ({list}) AND {which} ORDER BY id DESC LIMIT 1"
         );
         Ok(self
             .conn
@@ -1062,6 +1077,20 @@ impl Store {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// The connection's settings and the schema: WAL (readers never block the writer; a
+/// dashboard reading never stalls a watcher), normal sync, foreign keys, migrations.
+fn prepare(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "wal")?;
+    conn.pragma_update(None, "synchronous", "normal")?;
+    conn.pragma_update(None, "foreign_keys", "on")?;
+    schema::migrate(conn)
+}
+
+/// Whether an error is SQLite's "busy" or "locked": another connection holds the lock.
+fn is_busy(error: &StoreError) -> bool {
+    error.0.contains("database is locked") || error.0.contains("database is busy")
 }
 
 fn insert_event(

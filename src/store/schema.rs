@@ -10,7 +10,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -111,6 +111,10 @@ const MIGRATIONS: [&str; 3] = [
     "
     ALTER TABLE claims ADD COLUMN spawn_started_ms INTEGER;
     ALTER TABLE claims ADD COLUMN run TEXT;
+    ",
+    // 4: the newest event of a kind for one job, found without reading them all.
+    "
+    CREATE INDEX events_by_job_kind ON events (job, kind, id);
     ",
 ];
 
