@@ -154,11 +154,6 @@ pub struct Engine {
     store: Option<Store>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
-    /// The newest event every job's record has been read after: a write to the store is
-    /// news only for the jobs its events concern.
-    events_read: Option<i64>,
-    /// Per job (in jobs-file order), when its record must be read again by time alone.
-    records_expire: Vec<Option<DateTime<Utc>>>,
 }
 
 /// What the operator asks for on a job.
@@ -193,8 +188,6 @@ impl Engine {
             checks_out: HashSet::new(),
             store,
             watcher: WatcherStatus::Never,
-            events_read: None,
-            records_expire: Vec::new(),
         }
     }
 
@@ -282,53 +275,31 @@ impl Engine {
         let first = self.evidence.len() != self.config.jobs.len();
         if first {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
-            self.records_expire = vec![None; self.config.jobs.len()];
         }
-        let everything = first || only.is_none();
-        // Read before the records, so an event written meanwhile is news next time.
-        let newest = everything.then(|| record::news_since(self.store.as_ref(), None).newest);
         self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
-        let pending = record::pending_approvals(self.store.as_ref());
-        let jobs = self.config.jobs.iter().zip(self.evidence.iter_mut());
-        for ((job, seen), expires) in jobs.zip(self.records_expire.iter_mut()) {
+        let view = record::StoreView::read(self.store.as_ref(), now);
+        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
-                let store_part = record::job_record(self.store.as_ref(), job, &pending, now);
-                *expires = store_part.expires();
                 *seen = self.prober.gather(job);
-                store_part.apply(seen);
             }
-        }
-        if let Some(newest) = newest {
-            self.events_read = newest;
+            // The store's part costs a few queries for every job together: always fresh.
+            view.record(job, now).apply(seen);
         }
         self.reassess(now)
     }
 
-    /// Reads again what the state store says (heartbeats, approvals, past starts): what
-    /// changes when another process writes the store. The history is read again only for
-    /// the jobs the new events concern, and for those whose 24-hour windows have moved; a
-    /// watcher with a thousand jobs writes its own events, and each write must not cost a
-    /// reading of every job's history.
+    /// Reads again what the state store says (heartbeats, approvals, past starts, history):
+    /// what changes when another process writes the store. A few queries for every job
+    /// together, whatever their number.
     pub fn refresh_store(&mut self, now: DateTime<Utc>) -> Snapshot {
         if self.evidence.len() != self.config.jobs.len() {
             return self.refresh(None, now);
         }
-        let store = self.store.as_ref();
-        let news = record::news_since(store, self.events_read);
-        let pending = record::pending_approvals(store);
-        let jobs = self.config.jobs.iter().zip(self.evidence.iter_mut());
-        for ((job, seen), expires) in jobs.zip(self.records_expire.iter_mut()) {
-            let concerned = news.jobs.as_ref().is_none_or(|ids| ids.contains(&job.id));
-            if concerned || expires.is_some_and(|at| at <= now) {
-                let store_part = record::job_record(store, job, &pending, now);
-                *expires = store_part.expires();
-                store_part.apply(seen);
-            } else {
-                record::refresh_unevented(store, job, &pending, seen);
-            }
+        let view = record::StoreView::read(self.store.as_ref(), now);
+        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+            view.record(job, now).apply(seen);
         }
-        self.events_read = news.newest;
-        self.watcher = record::watcher_status(store, &self.config, now);
+        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         self.reassess(now)
     }
 

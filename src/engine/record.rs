@@ -5,10 +5,10 @@
 //! Everything here is read from the event log and the store's tables; nothing is kept beside
 //! them, so a dashboard, a watcher and `mihari check` read the same answers. A read error
 //! leaves the part empty: the store's own notice says it is unavailable. Nothing is written.
-//! [`news_since`] says which jobs new events concern, so a write to the store costs a reading
-//! of those jobs, not of every job.
+//! [`StoreView`] reads every job's part in a handful of queries per gather, so a thousand
+//! jobs cost the same few reads as one.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
@@ -17,7 +17,7 @@ use crate::config::{Config, JobSpec};
 use crate::core::text::inert;
 use crate::core::{Evidence, HeartbeatReading, History, Liveness, PendingApproval, Reading};
 use crate::probe::lock::read_lock;
-use crate::store::{Kind, Store};
+use crate::store::{Actor, Approval, ApprovalWait, Event, Heartbeat, Kind, Store};
 
 /// The file the machine watcher locks in `state_dir` (JSON with its pid and start time).
 pub const WATCH_LOCK: &str = "watch.lock";
@@ -28,16 +28,9 @@ pub(super) struct JobRecord {
     pending: Vec<PendingApproval>,
     started_before: bool,
     history: History,
-    /// When a 24-hour window in the history moves (a spawn or a spent cap ages out): the
-    /// record must be read again then, even if nothing is written.
-    expires: Option<DateTime<Utc>>,
 }
 
 impl JobRecord {
-    pub(super) fn expires(&self) -> Option<DateTime<Utc>> {
-        self.expires
-    }
-
     pub(super) fn apply(self, evidence: &mut Evidence) {
         evidence.heartbeat = self.heartbeat;
         evidence.pending_approvals = self.pending;
@@ -46,198 +39,177 @@ impl JobRecord {
     }
 }
 
-/// How many of the newest events [`news_since`] reads. More new events than this since the
-/// last reading means everything is read again.
-const NEWS_WINDOW: usize = 128;
+/// The kinds whose newest event per job the history needs.
+const NEWEST_KINDS: [Kind; 7] = [
+    Kind::Started,
+    Kind::Spawned,
+    Kind::Failed,
+    Kind::Verified,
+    Kind::CapReached,
+    Kind::StateChanged,
+    Kind::Exited,
+];
 
-/// What was written to the event log since the event `seen`.
-pub(super) struct StoreNews {
-    /// The newest event id now (`None`: no store, or no events).
-    pub newest: Option<i64>,
-    /// The jobs the new events concern; `None` when that cannot be told (no earlier reading,
-    /// too many new events, a read error, a store that was replaced): read every job.
-    pub jobs: Option<HashSet<String>>,
+/// Everything the store says of every job, read in a handful of queries per gather (never a
+/// handful per job: a thousand jobs cost the same few reads).
+#[derive(Default)]
+pub(super) struct StoreView {
+    /// The newest event of each (job, kind) of [`NEWEST_KINDS`].
+    newest: HashMap<(String, String), Event>,
+    /// Spawns in the last 24 h, per job, oldest first.
+    spawns: HashMap<String, Vec<Event>>,
+    /// When each job's current run first started.
+    run_started: HashMap<String, DateTime<Utc>>,
+    heartbeats: HashMap<String, Heartbeat>,
+    pending: Vec<Approval>,
+    approval_waits: HashMap<String, Vec<ApprovalWait>>,
+    duplicates: HashMap<String, Vec<String>>,
 }
 
-/// The jobs whose events were written after event `seen`, from the newest events alone.
-pub(super) fn news_since(store: Option<&Store>, seen: Option<i64>) -> StoreNews {
-    let everything = |newest| StoreNews { newest, jobs: None };
-    let Some(store) = store else {
-        return everything(None);
-    };
-    let filter = crate::store::EventFilter {
-        last: Some(if seen.is_some() { NEWS_WINDOW } else { 1 }),
-        ..Default::default()
-    };
-    let Ok(newest) = store.events(&filter) else {
-        return everything(None);
-    };
-    let newest_id = newest.last().map(|e| e.id);
-    // No earlier reading, or no events any more (the store was replaced).
-    let (Some(seen), Some(oldest)) = (seen, newest.first()) else {
-        return everything(newest_id);
-    };
-    let replaced = newest_id.is_some_and(|id| id < seen);
-    let overflowed = newest.len() == NEWS_WINDOW && oldest.id > seen;
-    if replaced || overflowed {
-        return everything(newest_id);
-    }
-    StoreNews {
-        newest: newest_id,
-        jobs: Some(
-            newest
-                .into_iter()
-                .filter(|e| e.id > seen)
-                .filter_map(|e| e.job)
-                .collect(),
-        ),
-    }
-}
-
-/// Reads again only the parts of `job`'s record that change without an event: its heartbeat
-/// (a heartbeat writes none) and its pending approvals (`pending`, read once per pass).
-pub(super) fn refresh_unevented(
-    store: Option<&Store>,
-    job: &JobSpec,
-    pending: &[crate::store::Approval],
-    evidence: &mut Evidence,
-) {
-    let Some(store) = store else {
-        return;
-    };
-    evidence.heartbeat = heartbeat_of(store, &job.id);
-    evidence.pending_approvals = pending_of(pending, &job.id);
-}
-
-fn heartbeat_of(store: &Store, id: &str) -> Option<Reading<HeartbeatReading>> {
-    match store.last_heartbeat(id) {
-        Ok(Some(beat)) => Some(Reading::Found(HeartbeatReading {
-            at: beat.at,
-            done: beat.done,
-            total: beat.total,
-            position: beat.position.as_deref().map(inert),
-            note: beat.note.as_deref().map(inert),
-        })),
-        Ok(None) => None,
-        Err(error) => Some(Reading::Fault(inert(&error.to_string()))),
-    }
-}
-
-fn pending_of(pending: &[crate::store::Approval], id: &str) -> Vec<PendingApproval> {
-    pending
-        .iter()
-        .filter(|a| a.job == id)
-        .map(|a| PendingApproval {
-            key: inert(&a.key),
-            step: inert(&a.step),
-            summary: inert(&a.summary),
-            requested: a.requested,
-        })
-        .collect()
-}
-
-/// The approval requests still pending, read once per gather and shared by every job.
-pub(super) fn pending_approvals(store: Option<&Store>) -> Vec<crate::store::Approval> {
-    store
-        .and_then(|store| store.approvals(true).ok())
-        .unwrap_or_default()
-}
-
-/// Reads what the store says of `job` as of `now`; `pending` is [`pending_approvals`].
-pub(super) fn job_record(
-    store: Option<&Store>,
-    job: &JobSpec,
-    pending: &[crate::store::Approval],
-    now: DateTime<Utc>,
-) -> JobRecord {
-    let Some(store) = store else {
-        return JobRecord {
-            heartbeat: None,
-            pending: Vec::new(),
-            started_before: false,
-            history: History::default(),
-            expires: None,
+impl StoreView {
+    /// Reads the view as of `now`. A read error leaves its part empty.
+    pub(super) fn read(store: Option<&Store>, now: DateTime<Utc>) -> StoreView {
+        let Some(store) = store else {
+            return StoreView::default();
         };
-    };
-    let id = job.id.as_str();
-    let (history, expires) = history(store, id, now);
-    JobRecord {
-        heartbeat: heartbeat_of(store, id),
-        pending: pending_of(pending, id),
-        started_before: store.started_before(id).unwrap_or(false),
-        history,
-        expires,
-    }
-}
-
-/// The event log's history of one job: its attempt and run, approval waits, how long it has
-/// waited to run, its spawns in the last 24 h, and the rules found broken; with the moment
-/// its first 24-hour window moves.
-fn history(store: &Store, job: &str, now: DateTime<Utc>) -> (History, Option<DateTime<Utc>>) {
-    let day_ago = now - Duration::hours(24);
-    let started = store.last_event(Some(job), &[Kind::Started]).ok().flatten();
-    let run_id = started.as_ref().and_then(|e| e.run.clone());
-    let run_started = run_id
-        .as_deref()
-        .and_then(|run| store.run_started(job, run).ok().flatten());
-    let spawned = store
-        .events_of(job, &[Kind::Spawned], day_ago)
-        .unwrap_or_default();
-    let waiting_since = store
-        .last_event(Some(job), &[Kind::StateChanged])
-        .ok()
-        .flatten()
-        .filter(|e| {
-            e.reason
-                .as_deref()
-                .is_some_and(|r| r.ends_with("-> SHOULD_BE_RUNNING"))
-        })
-        .map(|e| e.at);
-
-    let mut broken_rules = Vec::new();
-    // The last word on the job's restarts: a failure stands until it starts again.
-    if let Ok(Some(last)) =
-        store.last_event(Some(job), &[Kind::Failed, Kind::Verified, Kind::Started])
-        && last.kind == Kind::Failed.as_str()
-    {
-        broken_rules.push(format!(
-            "the last restart failed at {}: {}",
-            last.at.format("%Y-%m-%d %H:%M:%S UTC"),
-            last.reason.unwrap_or_default()
-        ));
-    }
-    let day = Duration::hours(24);
-    let mut expires = spawned.iter().map(|e| e.at + day).min();
-    if let Ok(Some(cap)) = store.last_event(Some(job), &[Kind::CapReached, Kind::Started])
-        && cap.kind == Kind::CapReached.as_str()
-        && cap.at > day_ago
-    {
-        expires = Some(expires.map_or(cap.at + day, |at| at.min(cap.at + day)));
-        broken_rules.push(format!(
-            "the daily cap of automatic restarts was spent at {}",
-            cap.at.format("%Y-%m-%d %H:%M:%S UTC")
-        ));
-    }
-    for key in store.duplicate_spawns(job, day_ago).unwrap_or_default() {
-        broken_rules.push(format!(
-            "two spawns for one claim key ({key}): exactly-once broke"
-        ));
-    }
-    let history = History {
-        attempt_started: started.as_ref().map(|e| e.at),
-        run_id,
-        run_started,
-        approval_waits: store.approval_waits(job).unwrap_or_default(),
-        waiting_since,
-        auto_spawns_24h: spawned
+        let day_ago = now - Duration::hours(24);
+        let mut view = StoreView::default();
+        for event in store.newest_per_job(&NEWEST_KINDS).unwrap_or_default() {
+            if let Some(job) = event.job.clone() {
+                view.newest.insert((job, event.kind.clone()), event);
+            }
+        }
+        for event in store
+            .events_since(&[Kind::Spawned], day_ago)
+            .unwrap_or_default()
+        {
+            if let Some(job) = event.job.clone() {
+                view.spawns.entry(job).or_default().push(event);
+            }
+        }
+        let runs: Vec<(String, String)> = view
+            .newest
             .iter()
-            .filter(|e| e.actor == crate::store::Actor::Watcher)
-            .map(|e| e.at)
-            .collect(),
-        spawns_24h: spawned.iter().map(|e| e.at).collect(),
-        broken_rules,
-    };
-    (history, expires)
+            .filter(|((_, kind), _)| kind == Kind::Started.as_str())
+            .filter_map(|((job, _), event)| Some((job.clone(), event.run.clone()?)))
+            .collect();
+        for (job, _, at) in store.runs_started(&runs).unwrap_or_default() {
+            view.run_started.insert(job, at);
+        }
+        for beat in store.newest_heartbeats().unwrap_or_default() {
+            view.heartbeats.insert(beat.job.clone(), beat);
+        }
+        view.pending = store.approvals(true).unwrap_or_default();
+        // Waits answered long ago cannot overlap a current attempt's budget window.
+        for (job, wait) in store
+            .approval_waits_since(now - Duration::days(30))
+            .unwrap_or_default()
+        {
+            view.approval_waits.entry(job).or_default().push(wait);
+        }
+        for (job, key) in store.duplicate_spawns_since(day_ago).unwrap_or_default() {
+            view.duplicates.entry(job).or_default().push(key);
+        }
+        view
+    }
+
+    fn newest(&self, job: &str, kinds: &[Kind]) -> Option<&Event> {
+        kinds
+            .iter()
+            .filter_map(|kind| {
+                self.newest
+                    .get(&(job.to_string(), kind.as_str().to_string()))
+            })
+            .max_by_key(|event| event.id)
+    }
+
+    /// What the store says of `job` as of `now`.
+    pub(super) fn record(&self, job: &JobSpec, now: DateTime<Utc>) -> JobRecord {
+        let id = job.id.as_str();
+        JobRecord {
+            heartbeat: self.heartbeats.get(id).map(|beat| {
+                Reading::Found(HeartbeatReading {
+                    at: beat.at,
+                    done: beat.done,
+                    total: beat.total,
+                    position: beat.position.as_deref().map(inert),
+                    note: beat.note.as_deref().map(inert),
+                })
+            }),
+            pending: self
+                .pending
+                .iter()
+                .filter(|a| a.job == id)
+                .map(|a| PendingApproval {
+                    key: inert(&a.key),
+                    step: inert(&a.step),
+                    summary: inert(&a.summary),
+                    requested: a.requested,
+                })
+                .collect(),
+            started_before: self.newest(id, &[Kind::Started, Kind::Spawned]).is_some(),
+            history: self.history(id, now),
+        }
+    }
+
+    /// One job's history: its attempt and run, approval waits, how long it has waited to
+    /// run, its spawns in the last 24 h, and the rules found broken.
+    fn history(&self, job: &str, now: DateTime<Utc>) -> History {
+        let day_ago = now - Duration::hours(24);
+        let started = self.newest(job, &[Kind::Started]);
+        let spawned: Vec<&Event> = self
+            .spawns
+            .get(job)
+            .map(|events| events.iter().filter(|e| e.at > day_ago).collect())
+            .unwrap_or_default();
+        let waiting_since = self
+            .newest(job, &[Kind::StateChanged])
+            .filter(|e| {
+                e.reason
+                    .as_deref()
+                    .is_some_and(|r| r.ends_with("-> SHOULD_BE_RUNNING"))
+            })
+            .map(|e| e.at);
+        let mut broken_rules = Vec::new();
+        // The last word on the job's restarts: a failure stands until it starts again.
+        if let Some(last) = self.newest(job, &[Kind::Failed, Kind::Verified, Kind::Started])
+            && last.kind == Kind::Failed.as_str()
+        {
+            broken_rules.push(format!(
+                "the last restart failed at {}: {}",
+                last.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                last.reason.clone().unwrap_or_default()
+            ));
+        }
+        if let Some(cap) = self.newest(job, &[Kind::CapReached, Kind::Started])
+            && cap.kind == Kind::CapReached.as_str()
+            && cap.at > day_ago
+        {
+            broken_rules.push(format!(
+                "the daily cap of automatic restarts was spent at {}",
+                cap.at.format("%Y-%m-%d %H:%M:%S UTC")
+            ));
+        }
+        for key in self.duplicates.get(job).into_iter().flatten() {
+            broken_rules.push(format!(
+                "two spawns for one claim key ({key}): exactly-once broke"
+            ));
+        }
+        History {
+            attempt_started: started.map(|e| e.at),
+            run_id: started.and_then(|e| e.run.clone()),
+            run_started: self.run_started.get(job).copied(),
+            approval_waits: self.approval_waits.get(job).cloned().unwrap_or_default(),
+            waiting_since,
+            auto_spawns_24h: spawned
+                .iter()
+                .filter(|e| e.actor == Actor::Watcher)
+                .map(|e| e.at)
+                .collect(),
+            spawns_24h: spawned.iter().map(|e| e.at).collect(),
+            broken_rules,
+        }
+    }
 }
 
 /// Whether a machine watcher watches a state_dir.
@@ -385,51 +357,55 @@ mod tests {
         Store::open(&dir.join("state"), Actor::Cli).expect("a store")
     }
 
-    fn jobs_of(news: &StoreNews) -> Option<Vec<String>> {
-        news.jobs.as_ref().map(|jobs| {
-            let mut jobs: Vec<String> = jobs.iter().cloned().collect();
-            jobs.sort();
-            jobs
-        })
-    }
-
     #[test]
-    fn news_names_the_jobs_of_new_events_and_reads_everything_when_it_cannot_tell() {
+    fn the_view_reads_every_jobs_newest_events_in_a_few_queries() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut store = store_in(dir.path());
-        assert!(news_since(None, Some(1)).jobs.is_none(), "no store");
+        let now = Utc::now();
+        for (job, kind) in [
+            ("a", Kind::Started),
+            ("b", Kind::Started),
+            ("b", Kind::Failed),
+            ("a", Kind::Spawned),
+            ("a", Kind::Spawned),
+        ] {
+            let event = NewEvent::new(kind)
+                .job(job)
+                .run(Some(&format!("run-{job}")));
+            store.append(event).expect("append");
+        }
+        let view = StoreView::read(Some(&store), now);
+        let job = |id: &str| {
+            crate::config::load_str(
+                &format!(
+                    "jobs:\n  - id: {id}\n    lock: l\n    log: l.log\n    \
+                     should_run_when: [resource_free]\n"
+                ),
+                &dir.path().join("jobs.yaml"),
+            )
+            .expect("config")
+            .jobs
+            .remove(0)
+        };
+        let a = view.record(&job("a"), now);
+        assert!(a.started_before);
+        assert_eq!(a.history.spawns_24h.len(), 2);
+        assert_eq!(a.history.run_id.as_deref(), Some("run-a"));
+        assert!(a.history.run_started.is_some());
+        assert!(a.history.broken_rules.is_empty());
+        let b = view.record(&job("b"), now);
+        assert!(b.history.broken_rules[0].starts_with("the last restart failed"));
+        let c = view.record(&job("c"), now);
+        assert!(!c.started_before);
+        // A day later the spawns have aged out of their window.
+        let later = StoreView::read(Some(&store), now + Duration::hours(25));
         assert!(
-            news_since(Some(&store), None).jobs.is_none(),
-            "no reading yet"
+            later
+                .record(&job("a"), now + Duration::hours(25))
+                .history
+                .spawns_24h
+                .is_empty()
         );
-
-        let first = store.append(NewEvent::new(Kind::StateChanged).job("a"));
-        let seen = first.expect("append");
-        let news = news_since(Some(&store), Some(seen));
-        assert_eq!(news.newest, Some(seen));
-        assert_eq!(jobs_of(&news), Some(vec![]), "nothing new");
-
-        for job in ["b", "c", "b"] {
-            store
-                .append(NewEvent::new(Kind::Started).job(job))
-                .expect("append");
-        }
-        store
-            .append(NewEvent::new(Kind::WatcherStarted))
-            .expect("append");
-        let news = news_since(Some(&store), Some(seen));
-        assert_eq!(jobs_of(&news), Some(vec!["b".to_string(), "c".to_string()]));
-        assert_eq!(news.newest, Some(seen + 4));
-
-        // More new events than the window: every job.
-        for _ in 0..NEWS_WINDOW {
-            store
-                .append(NewEvent::new(Kind::Detected).job("d"))
-                .expect("append");
-        }
-        assert!(news_since(Some(&store), Some(seen)).jobs.is_none());
-        // A reading newer than the store's newest event: the store was replaced.
-        assert!(news_since(Some(&store), Some(i64::MAX)).jobs.is_none());
     }
 
     #[test]

@@ -595,6 +595,130 @@ impl Store {
             .optional()?)
     }
 
+    /// The newest event of each (job, kind) for `kinds`, over every job: one query for a
+    /// whole gather, whatever the number of jobs.
+    pub fn newest_per_job(&self, kinds: &[Kind]) -> Result<Vec<Event>> {
+        let list = kinds
+            .iter()
+            .map(|k| format!("'{}'", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
+             FROM events WHERE id IN (SELECT max(id) FROM events WHERE kind IN ({list}) \
+             AND job IS NOT NULL GROUP BY job, kind)"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map([], event_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Events of one of `kinds` since `since`, over every job, oldest first.
+    pub fn events_since(&self, kinds: &[Kind], since: DateTime<Utc>) -> Result<Vec<Event>> {
+        let list = kinds
+            .iter()
+            .map(|k| format!("'{}'", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
+             FROM events WHERE kind IN ({list}) AND at_ms >= ?1 ORDER BY id"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(params![ms(since)], event_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// When each of `runs` (job, run) first started, for every run given.
+    pub fn runs_started(
+        &self,
+        runs: &[(String, String)],
+    ) -> Result<Vec<(String, String, DateTime<Utc>)>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        // SQLite takes a bounded number of parameters: a few hundred runs at a time.
+        for chunk in runs.chunks(400) {
+            let holes = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "SELECT job, run, min(at_ms) FROM events WHERE kind = 'started' \
+                 AND run IN ({holes}) GROUP BY job, run"
+            );
+            let mut statement = self.conn.prepare(&sql)?;
+            let rows = statement.query_map(
+                rusqlite::params_from_iter(chunk.iter().map(|(_, run)| run)),
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        from_ms(row.get(2)?),
+                    ))
+                },
+            )?;
+            for row in rows {
+                let row = row?;
+                if chunk
+                    .iter()
+                    .any(|(job, run)| *job == row.0 && *run == row.1)
+                {
+                    found.push(row);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The newest heartbeat of every job.
+    pub fn newest_heartbeats(&self) -> Result<Vec<Heartbeat>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE id IN \
+             (SELECT max(id) FROM heartbeats GROUP BY job)",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok(Heartbeat {
+                job: row.get(0)?,
+                at: from_ms(row.get(1)?),
+                done: row.get::<_, Option<i64>>(2)?.map(|d| d.max(0) as u64),
+                total: row.get::<_, Option<i64>>(3)?.map(|t| t.max(0) as u64),
+                position: row.get(4)?,
+                note: row.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Every approval wait still open or answered since `since`, with its job.
+    pub fn approval_waits_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, ApprovalWait)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, requested_ms, decided_ms FROM approvals \
+             WHERE decided_ms IS NULL OR decided_ms >= ?1",
+        )?;
+        let rows = statement.query_map(params![ms(since)], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                (
+                    from_ms(row.get(1)?),
+                    row.get::<_, Option<i64>>(2)?.map(from_ms),
+                ),
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// (job, key) pairs that more than one `spawned` event carries since `since`.
+    pub fn duplicate_spawns_since(&self, since: DateTime<Utc>) -> Result<Vec<(String, String)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, key FROM events WHERE kind = 'spawned' AND at_ms >= ?1 \
+             AND key IS NOT NULL AND job IS NOT NULL GROUP BY job, key HAVING count(*) > 1",
+        )?;
+        let rows = statement.query_map(params![ms(since)], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// Events of `job` of one of `kinds` since `since`, oldest first.
     pub fn events_of(&self, job: &str, kinds: &[Kind], since: DateTime<Utc>) -> Result<Vec<Event>> {
         let list = kinds
