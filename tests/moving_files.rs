@@ -550,8 +550,9 @@ fn watches_in_use() -> u64 {
 fn past_the_watch_limit_unwatched_folders_are_polled_every_2_s() {
     let _serial = one_at_a_time();
     let sandbox = Sandbox::new();
-    // The job needs four folders (run, logs, progress, state); allow one more watch than root
-    // has now. The count moves when other processes add or drop watches, so a few tries.
+    // The job needs four folders (logs, progress, run, state, watched in that path order);
+    // allow one more watch than root has now, which goes to logs. The count moves when other
+    // processes add or drop watches, so a few tries.
     let mut attempt = 0;
     let mut rig = loop {
         attempt += 1;

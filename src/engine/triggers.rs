@@ -11,7 +11,7 @@
 //! confirmed, and never call the sink from inside [`Triggers::watch_paths`] or
 //! [`Triggers::watch_holders`] (a sink that locks what the caller holds would deadlock).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
@@ -134,13 +134,16 @@ impl Triggers {
     /// have been created before the new watch was in place, and would otherwise go unseen.
     ///
     /// Returns folders that could not be watched, with the error (e.g. the inotify watch
-    /// limit), so the caller can show it. They are tried again on the next call.
+    /// limit), so the caller can show it. They are tried again on the next call. Folders are
+    /// watched in path order.
     pub fn watch_paths(&mut self, paths: &[PathBuf]) -> Vec<(PathBuf, String)> {
         let mut failures = Vec::new();
         let lost = std::mem::take(&mut lock(&self.folders).lost);
 
         let mut routes: HashMap<PathBuf, Route> = HashMap::new();
-        let mut wanted: HashMap<PathBuf, Identity> = HashMap::new();
+        // In path order, so which folders get the last watches under the limit does not change
+        // from one call to the next.
+        let mut wanted: BTreeMap<PathBuf, Identity> = BTreeMap::new();
         for path in paths {
             match route_for(path) {
                 Ok((target, route)) => {
