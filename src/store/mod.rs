@@ -530,10 +530,7 @@ impl Store {
 
     /// Reads events, oldest first.
     pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
-        let mut sql = String::from(
-            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE 1=1",
-        );
+        let mut sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE 1=1");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         if let Some(job) = &filter.job {
             sql.push_str(" AND job = ?");
@@ -573,12 +570,7 @@ impl Store {
 
     /// The newest event of one of `kinds` (for `job`, or for any job when `None`).
     pub fn last_event(&self, job: Option<&str>, kinds: &[Kind]) -> Result<Option<Event>> {
-        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-        let list = names
-            .iter()
-            .map(|n| format!("'{n}'"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = kind_list(kinds);
         // Two spellings, so SQLite can use the (job, kind, id) index when a job is given.
         let which = if job.is_some() {
             "job = ?1"
@@ -586,8 +578,8 @@ impl Store {
             "?1 IS NULL"
         };
         let sql = format!(
-            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE kind IN ({list}) AND {which} ORDER BY id DESC LIMIT 1"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE kind IN ({list}) AND {which} \
+             ORDER BY id DESC LIMIT 1"
         );
         Ok(self
             .conn
@@ -598,15 +590,10 @@ impl Store {
     /// The newest event of each (job, kind) for `kinds`, over every job: one query for a
     /// whole gather, whatever the number of jobs.
     pub fn newest_per_job(&self, kinds: &[Kind]) -> Result<Vec<Event>> {
-        let list = kinds
-            .iter()
-            .map(|k| format!("'{}'", k.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = kind_list(kinds);
         let sql = format!(
-            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE id IN (SELECT max(id) FROM events WHERE kind IN ({list}) \
-             AND job IS NOT NULL GROUP BY job, kind)"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE id IN (SELECT max(id) FROM events \
+             WHERE kind IN ({list}) AND job IS NOT NULL GROUP BY job, kind)"
         );
         let mut statement = self.conn.prepare(&sql)?;
         let rows = statement.query_map([], event_from_row)?;
@@ -615,14 +602,9 @@ impl Store {
 
     /// Events of one of `kinds` since `since`, over every job, oldest first.
     pub fn events_since(&self, kinds: &[Kind], since: DateTime<Utc>) -> Result<Vec<Event>> {
-        let list = kinds
-            .iter()
-            .map(|k| format!("'{}'", k.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = kind_list(kinds);
         let sql = format!(
-            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE kind IN ({list}) AND at_ms >= ?1 ORDER BY id"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE kind IN ({list}) AND at_ms >= ?1 ORDER BY id"
         );
         let mut statement = self.conn.prepare(&sql)?;
         let rows = statement.query_map(params![ms(since)], event_from_row)?;
@@ -721,14 +703,10 @@ impl Store {
 
     /// Events of `job` of one of `kinds` since `since`, oldest first.
     pub fn events_of(&self, job: &str, kinds: &[Kind], since: DateTime<Utc>) -> Result<Vec<Event>> {
-        let list = kinds
-            .iter()
-            .map(|k| format!("'{}'", k.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = kind_list(kinds);
         let sql = format!(
-            "SELECT id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason \
-             FROM events WHERE kind IN ({list}) AND job = ?1 AND at_ms >= ?2 ORDER BY id"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE kind IN ({list}) AND job = ?1 \
+             AND at_ms >= ?2 ORDER BY id"
         );
         let mut statement = self.conn.prepare(&sql)?;
         let rows = statement.query_map(params![job, ms(since)], event_from_row)?;
@@ -1244,6 +1222,19 @@ fn insert_event(
         ],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+/// The columns [`event_from_row`] reads, in its order.
+const EVENT_COLUMNS: &str =
+    "id, at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason";
+
+/// `kinds` as an SQL list of string literals (the names are fixed words, never user text).
+fn kind_list(kinds: &[Kind]) -> String {
+    kinds
+        .iter()
+        .map(|k| format!("'{}'", k.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
