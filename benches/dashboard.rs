@@ -41,24 +41,17 @@
 //!   rather than since the bench wrote them.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::num::NonZeroU16;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::pty::{Winsize, openpty};
+use mihari::probe::proc::clock_ticks_per_second;
 
-use mihari::probe::proc::{clock_ticks_per_second, start_ticks};
+#[path = "common/mod.rs"]
+mod common;
+use common::*;
 
-const COLS: u16 = 120;
-const ROWS: u16 = 40;
-const NONZERO_COLS: NonZeroU16 = NonZeroU16::new(COLS).unwrap();
-const NONZERO_ROWS: NonZeroU16 = NonZeroU16::new(ROWS).unwrap();
 const QUIET_JOBS: usize = 100;
 /// Lines in flip's progress file while it should be running; one more completes it.
 const FLIP_LINES: u64 = 1000;
@@ -142,54 +135,7 @@ fn run() -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The sandbox and the lock holders
-
-/// Every `sleep` the bench started; dropping it kills and reaps each one.
-#[derive(Default)]
-struct Holders {
-    children: Vec<Child>,
-}
-
-impl Holders {
-    /// Starts a `sleep 3600` and returns its PID and start time (field 22 of its stat).
-    fn spawn(&mut self) -> Result<(u32, u64), String> {
-        let child = Command::new("sleep")
-            .arg("3600")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start sleep: {e}"))?;
-        let pid = child.id();
-        self.children.push(child);
-        let ticks = start_ticks(pid).ok_or_else(|| format!("sleep {pid} has no start time"))?;
-        Ok((pid, ticks))
-    }
-
-    /// SIGKILLs the holder `pid` and reaps it.
-    fn kill(&mut self, pid: u32) -> Result<(), String> {
-        let at = self
-            .children
-            .iter()
-            .position(|c| c.id() == pid)
-            .ok_or_else(|| format!("{pid} is not one of ours"))?;
-        let mut child = self.children.swap_remove(at);
-        let killed = child.kill();
-        let reaped = child.wait();
-        killed.map_err(|e| format!("kill {pid}: {e}"))?;
-        reaped.map_err(|e| format!("waitpid {pid}: {e}"))?;
-        Ok(())
-    }
-}
-
-impl Drop for Holders {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+// The sandbox
 
 /// The temporary folder with the jobs file and every job's files.
 struct Sandbox {
@@ -247,7 +193,7 @@ impl Sandbox {
         quiet_file(&dir.join("measured/held.log"), "worker started\n")?;
         quiet_file(&dir.join("measured/held.progress"), &lines(10))?;
         let (held_pid, ticks) = holders.spawn()?;
-        write(&dir.join("measured/held.lock"), &json_lock(held_pid, ticks))?;
+        write(&dir.join("measured/held.lock"), json_lock(held_pid, ticks))?;
 
         for n in 0..QUIET_JOBS {
             let id = format!("quiet{n:03}");
@@ -260,10 +206,7 @@ impl Sandbox {
             quiet_file(&dir.join(format!("quiet/{id}.log")), "worker started\n")?;
             quiet_file(&dir.join(format!("quiet/{id}.progress")), &lines(10))?;
             let (pid, ticks) = holders.spawn()?;
-            write(
-                &dir.join(format!("quiet/{id}.lock")),
-                &json_lock(pid, ticks),
-            )?;
+            write(&dir.join(format!("quiet/{id}.lock")), json_lock(pid, ticks))?;
         }
         let config = dir.join("jobs.yaml");
         write(&config, &yaml)?;
@@ -281,245 +224,16 @@ impl Sandbox {
     /// Replaces held's lock atomically (write in the staging folder, then rename).
     fn replace_held_lock(&mut self, pid: u32, ticks: u64) -> Result<(), String> {
         let temp = self.staging.join("held.lock");
-        write(&temp, &json_lock(pid, ticks))?;
+        write(&temp, json_lock(pid, ticks))?;
         fs::rename(&temp, &self.held_lock).map_err(|e| format!("rename held.lock: {e}"))?;
         self.held_pid = pid;
         Ok(())
     }
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    fs::write(path, text).map_err(|e| format!("cannot write '{}': {e}", path.display()))
-}
-
 /// `n` newline-terminated JSONL progress lines.
 fn lines(n: u64) -> String {
     (0..n).map(|i| format!("{{\"item\":{i}}}\n")).collect()
-}
-
-/// A lock as `mihari run` writes it: the PID and its start time in clock ticks.
-fn json_lock(pid: u32, ticks: u64) -> String {
-    format!("{{\"pid\":{pid},\"start_time\":{ticks}}}\n")
-}
-
-// ---------------------------------------------------------------------------------------------
-// The dashboard in a pty
-
-/// The running `mihari tui`, its pty master, and the screen it has drawn so far.
-struct Dashboard {
-    child: Child,
-    master: File,
-    parser: vt100::Parser,
-    /// Set once reading the master fails (the dashboard and its pty are gone).
-    closed: bool,
-    /// Every burst of output: when it arrived and how many bytes.
-    bursts: Vec<(Instant, usize)>,
-}
-
-impl Dashboard {
-    /// Starts `mihari tui --config CONFIG` as the session leader of a new 120x40 pty.
-    fn spawn(exe: &Path, config: &Path) -> Result<Dashboard, String> {
-        let size = Winsize {
-            ws_row: ROWS,
-            ws_col: COLS,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let pty = openpty(&size, None).map_err(|e| format!("openpty: {e}"))?;
-        // Neither end may leak into the `sleep`s started later (a leaked slave keeps the pty
-        // open after the dashboard exits); the child gets the slave as 0, 1 and 2 by dup2.
-        for fd in [&pty.master, &pty.slave] {
-            fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-                .map_err(|e| format!("fcntl FD_CLOEXEC: {e}"))?;
-        }
-        fcntl(pty.master.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-            .map_err(|e| format!("fcntl O_NONBLOCK: {e}"))?;
-        let stdio = |fd: &OwnedFd| -> Result<Stdio, String> {
-            fd.try_clone()
-                .map(Stdio::from)
-                .map_err(|e| format!("dup: {e}"))
-        };
-        let mut command = Command::new(exe);
-        command
-            .arg("tui")
-            .arg("--config")
-            .arg(config)
-            .env("TERM", "xterm-256color")
-            .env_remove("NO_COLOR")
-            .stdin(stdio(&pty.slave)?)
-            .stdout(stdio(&pty.slave)?)
-            .stderr(stdio(&pty.slave)?);
-        // SAFETY: the closure runs in the child between fork and exec, so it may only make
-        // async-signal-safe calls: setsid(2) and ioctl(2) are, and it allocates nothing
-        // (errors are OS error codes). Fd 0 is already the pty slave at this point, so
-        // TIOCSCTTY makes it the new session's controlling terminal.
-        unsafe {
-            command.pre_exec(|| {
-                nix::unistd::setsid().map_err(io::Error::from)?;
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot start '{}': {e}", exe.display()))?;
-        drop(pty.slave);
-        Ok(Dashboard {
-            child,
-            master: File::from(pty.master),
-            parser: vt100::Parser::new(NONZERO_ROWS, NONZERO_COLS, 0),
-            closed: false,
-            bursts: Vec::new(),
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits at most `timeout` for output, then reads all there is into the screen. True when
-    /// something was read.
-    fn pump(&mut self, timeout: Duration) -> Result<bool, String> {
-        if self.closed {
-            std::thread::sleep(timeout);
-            return Ok(false);
-        }
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let mut fds = [PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
-        match poll(
-            &mut fds,
-            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-        ) {
-            Ok(0) => return Ok(false),
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Ok(false),
-            Err(e) => return Err(format!("poll on the pty: {e}")),
-        }
-        let arrived = Instant::now();
-        let mut buf = [0u8; 64 * 1024];
-        let mut total = 0;
-        loop {
-            match self.master.read(&mut buf) {
-                Ok(0) => {
-                    self.closed = true;
-                    break;
-                }
-                Ok(n) => {
-                    self.parser.process(&buf[..n]);
-                    total += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // EIO: the slave side is closed, the dashboard has exited.
-                Err(_) => {
-                    self.closed = true;
-                    break;
-                }
-            }
-        }
-        if total > 0 {
-            self.bursts.push((arrived, total));
-        }
-        Ok(total > 0)
-    }
-
-    /// Reads output until `wanted` holds for the screen, at most `timeout`. Returns the
-    /// moment it was first seen to hold, or `None` on timeout.
-    fn wait_until(
-        &mut self,
-        timeout: Duration,
-        wanted: impl Fn(&vt100::Screen) -> bool,
-    ) -> Result<Option<Instant>, String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if wanted(self.parser.screen()) {
-                return Ok(Some(Instant::now()));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            self.pump(left)?;
-        }
-    }
-
-    /// Keeps reading the dashboard's output for `how_long`, so it never blocks on a full pty.
-    fn drain_for(&mut self, how_long: Duration) -> Result<(), String> {
-        let until = Instant::now() + how_long;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            self.pump(left)?;
-        }
-    }
-
-    /// Types `keys` into the terminal.
-    fn send(&mut self, keys: &[u8]) -> Result<(), String> {
-        self.master
-            .write_all(keys)
-            .map_err(|e| format!("cannot type into the pty: {e}"))
-    }
-
-    /// The screen as text, for error messages.
-    fn dump(&self) -> String {
-        self.parser
-            .screen()
-            .rows(0, COLS)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Sends `q` and waits up to 5 s for the dashboard to exit; kills it otherwise.
-    fn quit(mut self) -> Result<String, String> {
-        self.send(b"q")?;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return Ok(format!("quit on 'q' ({status})"));
-            }
-            self.pump(Duration::from_millis(20))?;
-        }
-        let _ = self.child.kill();
-        let status = self.child.wait().map_err(|e| e.to_string())?;
-        Ok(format!("did NOT quit within 5 s of 'q', killed ({status})"))
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// The words of a screen row: runs of letters, digits, `_` and `-` (ids and states).
-fn words(row: &str) -> impl Iterator<Item = &str> {
-    row.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .filter(|w| !w.is_empty())
-}
-
-/// Whether some row of the screen holds both `id` and `state` as whole words.
-fn row_shows(screen: &vt100::Screen, id: &str, state: &str) -> bool {
-    screen.rows(0, COLS).any(|row| {
-        let mut has_id = false;
-        let mut has_state = false;
-        for word in words(&row) {
-            has_id |= word == id;
-            has_state |= word == state;
-        }
-        has_id && has_state
-    })
-}
-
-/// Whether some row of the screen contains `text`.
-fn screen_contains(screen: &vt100::Screen, text: &str) -> bool {
-    screen.rows(0, COLS).any(|row| row.contains(text))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,39 +354,6 @@ fn measure_idle(dash: &mut Dashboard, window: Duration, tck: u64) -> Result<Idle
             .map(|&(at, bytes)| (at.duration_since(start).as_secs_f64(), bytes))
             .collect(),
     })
-}
-
-/// Latency samples of one measure, and how many changes never showed within [`GIVE_UP`].
-#[derive(Default)]
-struct Latencies {
-    samples: Vec<Duration>,
-    missed: usize,
-}
-
-impl Latencies {
-    fn record(&mut self, started: Instant, seen: Option<Instant>) {
-        match seen {
-            Some(seen) => self.samples.push(seen.duration_since(started)),
-            None => self.missed += 1,
-        }
-    }
-
-    /// min, median, p99 (nearest rank) and max; a missed change counts as slower than all.
-    fn summary(&self) -> Option<[Duration; 4]> {
-        let mut sorted = self.samples.clone();
-        sorted.sort();
-        sorted.extend(std::iter::repeat_n(Duration::MAX, self.missed));
-        let n = sorted.len();
-        if n == 0 {
-            return None;
-        }
-        let p99 = (n * 99).div_ceil(100).max(1) - 1;
-        Some([sorted[0], sorted[(n - 1) / 2], sorted[p99], sorted[n - 1]])
-    }
-
-    fn count(&self) -> usize {
-        self.samples.len() + self.missed
-    }
 }
 
 /// A pause between samples that varies (100-250 ms), so samples do not lock to any period
@@ -885,19 +566,4 @@ fn report(
         "dashboard peak RSS (VmHWM): {:.1} MiB",
         hwm_kib as f64 / 1024.0
     );
-}
-
-fn ms(d: Duration) -> String {
-    if d == Duration::MAX {
-        "missed".to_string()
-    } else {
-        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> Result<u64, String> {
-    match std::env::var(name) {
-        Ok(text) => text.parse().map_err(|e| format!("{name} '{text}': {e}")),
-        Err(_) => Ok(default),
-    }
 }
