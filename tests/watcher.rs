@@ -49,7 +49,7 @@ impl Sandbox {
             .arg("watch")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(fs::File::create(self.stderr_path(self.watchers.len())).unwrap());
         for (key, value) in extra_env {
             command.env(key, value);
         }
@@ -57,6 +57,22 @@ impl Sandbox {
         let pid = child.id();
         self.watchers.push(child);
         pid
+    }
+
+    /// Where the `n`th watcher started writes its stderr.
+    fn stderr_path(&self, n: usize) -> PathBuf {
+        self.path(&format!("watcher-{n}.stderr"))
+    }
+
+    /// What every watcher started so far wrote to stderr.
+    fn stderrs(&self) -> String {
+        (0..self.watchers.len())
+            .map(|n| {
+                let text = fs::read_to_string(self.stderr_path(n)).unwrap_or_default();
+                format!("watcher {n} (pid {}):\n{text}", self.watchers[n].id())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn mihari(&self, args: &[&str]) -> Output {
@@ -99,7 +115,11 @@ impl Sandbox {
                     })
                     .unwrap_or_default();
                 let check = String::from_utf8_lossy(&self.mihari(&["check"]).stdout).into_owned();
-                panic!("timed out waiting for {what}\nevents:\n{events}\ncheck:\n{check}");
+                panic!(
+                    "timed out waiting for {what}\nevents:\n{events}\ncheck:\n{check}\n\
+                     stderr:\n{}",
+                    self.stderrs()
+                );
             }
             thread::sleep(Duration::from_millis(50));
         }
@@ -163,13 +183,12 @@ fn two_watchers_started_at_once_exactly_one_runs() {
     // The one that stepped aside said why and exited 75.
     let loser = sandbox
         .watchers
-        .iter_mut()
-        .find(|c| !alive(c.id()))
+        .iter()
+        .position(|c| !alive(c.id()))
         .unwrap();
-    let status = loser.wait().unwrap();
+    let status = sandbox.watchers[loser].wait().unwrap();
     assert_eq!(status.code(), Some(75));
-    let mut said = String::new();
-    std::io::Read::read_to_string(loser.stderr.as_mut().unwrap(), &mut said).unwrap();
+    let said = fs::read_to_string(sandbox.stderr_path(loser)).unwrap();
     assert!(said.contains("another watcher holds"), "{said}");
     assert!(
         said.contains(&running[0].to_string()),
@@ -181,6 +200,58 @@ fn two_watchers_started_at_once_exactly_one_runs() {
     assert!(
         text.contains(&format!("watcher alive (pid {}", running[0])),
         "{text}"
+    );
+}
+
+/// A killed watcher's flock goes only when its last thread has exited, a moment after its PID
+/// already reads as gone: a newcomer started in that moment waits for it instead of stepping
+/// aside for a watcher that is not there.
+#[test]
+fn a_flock_held_a_moment_longer_than_its_dead_holder_lives_is_waited_for() {
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    fs::create_dir_all(sandbox.path("state")).unwrap();
+    let lock_path = sandbox.path("state/watch.lock");
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let dead = sleeper.id();
+    let ticks = mihari::probe::proc::start_ticks(dead).unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    fs::write(
+        &lock_path,
+        format!("{{\"pid\":{dead},\"start_time\":{ticks},\"cmdline\":\"mihari watch\"}}"),
+    )
+    .unwrap();
+    // The dying watcher's flock, held by this test for 700 ms more.
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let newcomer = sandbox.watch(&[]);
+    thread::sleep(Duration::from_millis(700));
+    assert!(
+        alive(newcomer),
+        "the newcomer stepped aside:\n{}",
+        sandbox.stderrs()
+    );
+    drop(held);
+    sandbox.wait_until(Duration::from_secs(10), "the takeover", || {
+        sandbox.count("watcher-takeover") == 1 && sandbox.count("watcher-started") == 1
+    });
+    let text = fs::read_to_string(&lock_path).unwrap();
+    assert!(text.contains(&format!("\"pid\":{newcomer}")), "{text}");
+
+    // A holder that is alive is named, and the newcomer steps aside.
+    let out = sandbox.mihari(&["watch"]);
+    assert_eq!(out.status.code(), Some(75));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("pid {newcomer}, alive")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -335,15 +406,16 @@ fn kill_9_of_the_watcher_mid_restart_then_a_new_watcher_never_spawns_twice() {
             serde_json::from_slice::<serde_json::Value>(&out.stdout)
                 .is_ok_and(|r| r["jobs"][0]["state"] == "RUNNING")
         });
+        // The job may be RUNNING (the first watcher's child took the lock) before the new
+        // watcher has looked at the claim it left: wait for that too.
+        sandbox.wait_until(Duration::from_secs(20), "the claim closed", || {
+            sandbox.store().open_claims().unwrap().is_empty()
+        });
         thread::sleep(Duration::from_millis(500));
         let store = sandbox.store();
         assert_eq!(store.integrity_check().unwrap(), "ok");
         let spawned = sandbox.count("spawned");
         assert_eq!(spawned, 1, "{pause}: spawned {spawned} times");
-        assert!(
-            store.open_claims().unwrap().is_empty(),
-            "{pause}: a claim left open"
-        );
     }
 }
 

@@ -8,8 +8,9 @@
 
 use std::fs::{self, File};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -30,55 +31,87 @@ pub enum Acquired {
     Busy { pid: Option<u32>, why: String },
 }
 
+/// How long a newcomer keeps trying while the flock is held but no live watcher is named in
+/// the file: a killed watcher's flock goes only when its last thread has exited, a moment
+/// after its PID already shows as gone, and a winner writes its JSON just after its flock.
+const NOT_ALIVE_GRACE: Duration = Duration::from_secs(3);
+
 /// Tries to take the watch lock in `state_dir` (which must exist).
+///
+/// A leaving watcher removes the file while still holding the flock, so a newcomer that
+/// opened it just before may lock a file nobody else will open: after locking, the path must
+/// still name the very file locked, or the newcomer tries again with the new one.
 pub fn acquire(state_dir: &Path) -> Result<Acquired, String> {
     let path = state_dir.join(crate::engine::record_watch_lock_name());
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("cannot open the watch lock '{}': {e}", path.display()))?;
-    let mut previous = String::new();
-    let _ = file.read_to_string(&mut previous);
-    let mut flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(flock) => flock,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            // The winner may be between its flock and its JSON: give it a moment, so the
-            // refusal can name the pid.
-            let mut pid = parse_lock(&previous).ok().map(|l| l.pid);
-            for _ in 0..40 {
-                if pid.is_some() {
-                    break;
+    let deadline = Instant::now() + NOT_ALIVE_GRACE;
+    loop {
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot open the watch lock '{}': {e}", path.display()))?;
+        let mut previous = String::new();
+        let _ = file.read_to_string(&mut previous);
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(flock) => {
+                let same_file = match (flock.metadata(), fs::metadata(&path)) {
+                    (Ok(ours), Ok(named)) => ours.dev() == named.dev() && ours.ino() == named.ino(),
+                    _ => false,
+                };
+                if same_file {
+                    return take(flock, path, &previous);
                 }
-                std::thread::sleep(std::time::Duration::from_millis(25));
-                pid = fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|text| parse_lock(&text).ok())
-                    .map(|l| l.pid);
             }
-            let why = match read_lock(&path) {
-                Reading::Found(holder) => format!(
-                    "another watcher holds '{}' (pid {}, {}): one watcher per state_dir",
-                    path.display(),
-                    pid.map_or("?".to_string(), |p| p.to_string()),
-                    holder.liveness.as_str()
-                ),
-                _ => format!("another watcher holds '{}'", path.display()),
-            };
-            return Ok(Acquired::Busy { pid, why });
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = read_lock(&path);
+                let alive = matches!(&holder, Reading::Found(h) if h.liveness == Liveness::Alive);
+                if alive || Instant::now() >= deadline {
+                    return Ok(busy(&path, holder));
+                }
+            }
+            Err((_, errno)) => {
+                return Err(format!(
+                    "cannot lock the watch lock '{}': {errno}",
+                    path.display()
+                ));
+            }
         }
-        Err((_, errno)) => {
+        if Instant::now() >= deadline {
             return Err(format!(
-                "cannot lock the watch lock '{}': {errno}",
+                "the watch lock '{}' kept being replaced while taking it; try again",
                 path.display()
             ));
         }
-    };
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// The refusal for a newcomer, naming the holder as far as the file tells.
+fn busy(path: &Path, holder: Reading<crate::core::LockHolder>) -> Acquired {
+    match holder {
+        Reading::Found(holder) => Acquired::Busy {
+            pid: holder.pid,
+            why: format!(
+                "another watcher holds '{}' (pid {}, {}): one watcher per state_dir",
+                path.display(),
+                holder.pid.map_or("?".to_string(), |p| p.to_string()),
+                holder.liveness.as_str()
+            ),
+        },
+        _ => Acquired::Busy {
+            pid: None,
+            why: format!("another watcher holds '{}'", path.display()),
+        },
+    }
+}
+
+/// Writes our PID into the lock just taken; says what it took over from.
+fn take(mut flock: Flock<File>, path: PathBuf, previous: &str) -> Result<Acquired, String> {
     // The flock is ours; whatever the file says was left by a watcher that is gone.
-    let takeover = match parse_lock(&previous) {
+    let takeover = match parse_lock(previous) {
         Ok(old) => {
             let judged = match read_lock(&path) {
                 Reading::Found(holder) => holder,
