@@ -162,12 +162,19 @@ impl Drop for Sandbox {
     }
 }
 
+/// Whether any thread of `pid` is still running. A killed process shows as a zombie while
+/// its other threads are still exiting, and those still hold its files (and its flocks).
 fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
+    let zombie = fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| {
+        s.rsplit(')')
             .next()
             .is_some_and(|r| r.trim_start().starts_with('Z'))
-    })
+    });
+    match zombie {
+        Err(_) => false,
+        Ok(false) => true,
+        Ok(true) => fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|t| t.count() > 1),
+    }
 }
 
 #[test]
