@@ -126,6 +126,18 @@ impl Sandbox {
     }
 }
 
+/// Whether some process has `pid` as its parent (field 4 of its stat).
+fn has_child(pid: u32) -> bool {
+    fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .is_some_and(|ppid| ppid == pid.to_string())
+        })
+    })
+}
+
 fn zombie(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
@@ -612,10 +624,18 @@ fn a_job_that_outlived_its_killed_wrapper_is_unknown_never_dead() {
             .code(),
         Some(0)
     );
-    // Kill only the wrapper: the job keeps the flock it inherited.
+    // Kill only the wrapper, once it has started the job: the job keeps the flock it
+    // inherited. (Killed before that, nothing holds the flock and the lock is dead.)
     let wrapper = sandbox.lock_pid().unwrap();
-    kill(Pid::from_raw(wrapper as i32), Signal::SIGKILL).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_child(wrapper) {
+        assert!(
+            Instant::now() < deadline,
+            "the wrapper never started the job"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    kill(Pid::from_raw(wrapper as i32), Signal::SIGKILL).unwrap();
     while Path::new(&format!("/proc/{wrapper}")).exists() && !zombie(wrapper) {
         assert!(Instant::now() < deadline);
         thread::sleep(Duration::from_millis(20));
