@@ -127,11 +127,7 @@ impl Sandbox {
 
     /// Leaves a lock whose holder is dead (a sleep killed and reaped).
     fn dead_lock(&self, run: &str) {
-        let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-        let pid = sleeper.id();
-        let ticks = mihari::probe::proc::start_ticks(pid).unwrap();
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
+        let (pid, ticks) = dead_process();
         fs::write(
             self.path("collect.lock"),
             format!("{{\"pid\":{pid},\"start_time\":{ticks},\"run_id\":\"{run}\"}}"),
@@ -160,6 +156,16 @@ impl Drop for Sandbox {
             }
         }
     }
+}
+
+/// The PID and start time (field 22) of a process that has exited and been reaped.
+fn dead_process() -> (u32, u64) {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+    let ticks = mihari::probe::proc::start_ticks(pid).unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    (pid, ticks)
 }
 
 /// Whether any thread of `pid` is still running. A killed process shows as a zombie while
@@ -219,11 +225,7 @@ fn a_flock_held_a_moment_longer_than_its_dead_holder_lives_is_waited_for() {
     sandbox.config("", "");
     fs::create_dir_all(sandbox.path("state")).unwrap();
     let lock_path = sandbox.path("state/watch.lock");
-    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-    let dead = sleeper.id();
-    let ticks = mihari::probe::proc::start_ticks(dead).unwrap();
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    let (dead, ticks) = dead_process();
     fs::write(
         &lock_path,
         format!("{{\"pid\":{dead},\"start_time\":{ticks},\"cmdline\":\"mihari watch\"}}"),
