@@ -9,7 +9,7 @@
 //! timer and exits with `check`'s codes. It never draws anything and never decides for a
 //! human: what it may not do, it escalates.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::cli::status_code;
 use crate::config::Config;
 use crate::core::State;
-use crate::core::decision::Decision;
+use crate::core::decision::{Cooldown, Decision, RestartPlan};
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category};
 use crate::effect::watch_lock::{self, Acquired};
@@ -113,6 +113,10 @@ struct Watcher {
     capped_keys: HashSet<String>,
     /// When the digest is cut next.
     next_cut: DateTime<Utc>,
+    /// Jobs whose restart waits for their workspace's cooldown, and when it opens: the
+    /// suppression is recorded once, then the watcher sleeps until then instead of asking
+    /// again on every pass.
+    cooling: HashMap<String, DateTime<Utc>>,
 }
 
 impl Watcher {
@@ -148,6 +152,7 @@ impl Watcher {
             in_flight: HashSet::new(),
             capped_keys,
             next_cut,
+            cooling: HashMap::new(),
         }
     }
 
@@ -193,7 +198,10 @@ impl Watcher {
             }
             self.next_cut = next_cut(now, self.config.settings.digest_at);
         }
-        (restarts, pass.waits)
+        let mut waits = pass.waits;
+        self.cooling.retain(|_, opens_at| *opens_at > now);
+        waits.extend(self.cooling.iter().map(|(job, at)| (job.clone(), *at)));
+        (restarts, waits)
     }
 
     /// Proposes the restarts the brain allows; a refusal becomes something only a human can
@@ -207,10 +215,13 @@ impl Watcher {
     ) -> Vec<Decision> {
         let mut decisions = Vec::new();
         for job in &pass.restarts {
-            if self.in_flight.contains(job) {
+            if self.in_flight.contains(job) || self.cooling.get(job).is_some_and(|at| *at > now) {
                 continue;
             }
             match live.engine.propose(Action::Restart, job, now) {
+                Ok(Decision::Restart(plan)) if matches!(plan.cooldown, Cooldown::Closed { .. }) => {
+                    self.cool(&plan, store, now);
+                }
                 Ok(decision) => {
                     self.in_flight.insert(job.clone());
                     decisions.push(decision);
@@ -226,6 +237,39 @@ impl Watcher {
             }
         }
         decisions
+    }
+
+    /// A restart the workspace cooldown holds back: recorded once, with a digest item, and
+    /// proposed again when the cooldown opens.
+    fn cool(&mut self, plan: &RestartPlan, store: &mut Store, now: DateTime<Utc>) {
+        let Cooldown::Closed {
+            workspace_hash,
+            last_spawn,
+            opens_at,
+        } = &plan.cooldown
+        else {
+            return;
+        };
+        let why = format!(
+            "workspace cooldown: the last spawn there was {} s ago; the automatic restart \
+             waits until it opens in {} s",
+            (now - *last_spawn).num_seconds(),
+            (*opens_at - now).num_seconds().max(1)
+        );
+        let _ = store.append(
+            NewEvent::new(Kind::CooldownSuppressed)
+                .job(&plan.job)
+                .key(&plan.key)
+                .workspace_hash(Some(workspace_hash.clone()))
+                .run(Some(&plan.run_id))
+                .reason(why),
+        );
+        let _ = store.queue_digest(
+            Some(&plan.job),
+            DigestCategory::Suppressed,
+            "automatic restart held back by the workspace cooldown",
+        );
+        self.cooling.insert(plan.job.clone(), *opens_at);
     }
 
     /// Records state changes, escalates new episodes, closes ended ones, queues the digest.

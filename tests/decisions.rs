@@ -175,6 +175,42 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// A job that is restarted and stops again without touching any of its files is a new
+/// situation: the next restart is not a duplicate of the last one.
+#[test]
+fn a_job_that_stops_again_without_writing_anything_can_be_restarted_again() {
+    let sandbox = Sandbox::new();
+    sandbox.config("  workspace_cooldown_sec: 0\n", "");
+    let marker = sandbox.dir.path().display().to_string();
+    let jobs = fs::read_to_string(sandbox.path("jobs.yaml"))
+        .unwrap()
+        .replace("exec sleep 60", "sleep 1; exit 1");
+    fs::write(sandbox.path("jobs.yaml"), jobs).unwrap();
+    assert!(
+        fs::read_to_string(sandbox.path("jobs.yaml"))
+            .unwrap()
+            .contains(&marker)
+    );
+    fs::write(sandbox.path("collect.progress"), "{\"i\":1}\n").unwrap();
+    for round in 1..=2 {
+        let out = sandbox.mihari(&["restart", "collect", "--yes"]);
+        assert_eq!(out.status.code(), Some(0), "round {round}: {}", text(&out));
+        // The job exits 1 a second later; `mihari run` records it and removes its lock.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sandbox.kinds().iter().filter(|k| *k == "exited").count() < round {
+            assert!(Instant::now() < deadline, "round {round}: no exit recorded");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let kinds = sandbox.kinds();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "spawned").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "duplicate"), "{kinds:?}");
+}
+
 #[test]
 fn a_restart_shows_its_plan_records_first_spawns_detached_and_verifies_the_lock() {
     let sandbox = Sandbox::new();

@@ -320,6 +320,49 @@ fn a_dead_watchers_lock_is_taken_over_and_its_absence_is_red_until_then() {
     );
 }
 
+/// A restart the workspace cooldown holds back is recorded once, and the watcher waits for
+/// the cooldown to open instead of asking again on every pass.
+#[test]
+fn a_closed_workspace_cooldown_is_recorded_once_and_waited_for() {
+    let mut sandbox = Sandbox::new();
+    sandbox.config(
+        "  workspace_cooldown_sec: 600\n",
+        &format!(
+            "    auto_restart: true\n    auto_restart_reason: crashes are known and harmless\n    \
+             restart:\n      command: [\"sh\", \"-c\", \"sleep 0.5; exit 1\", \"{}\"]\n      cwd: .\n",
+            sandbox.dir.path().display()
+        ),
+    );
+    sandbox.dead_lock("run-0");
+    let pid = sandbox.watch(&[]);
+    // The first restart goes at once; the second is due after the 10 s backoff, inside the
+    // 600 s cooldown of the first.
+    sandbox.wait_until(Duration::from_secs(40), "the suppression", || {
+        sandbox.count("cooldown-suppressed") >= 1
+    });
+    // Passes keep coming (the log is written), and none of them asks again.
+    for i in 0..6 {
+        fs::write(sandbox.path("collect.log"), format!("still down {i}\n")).unwrap();
+        thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(sandbox.count("cooldown-suppressed"), 1);
+    assert_eq!(sandbox.count("spawned"), 1);
+    assert_eq!(
+        sandbox.count("confirmed"),
+        1,
+        "only the first restart was confirmed"
+    );
+    let queued = sandbox
+        .store()
+        .pending_digest()
+        .unwrap()
+        .iter()
+        .filter(|item| item.text.contains("cooldown"))
+        .count();
+    assert_eq!(queued, 1, "one digest item for the suppression");
+    assert!(alive(pid));
+}
+
 #[test]
 fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppressed() {
     let mut sandbox = Sandbox::new();

@@ -647,7 +647,10 @@ impl Engine {
 
 /// The evidence that calls for a restart, in words that two observers of the same situation
 /// write identically: for a dead lock, its holder and its file; otherwise what the job last
-/// left behind. It becomes the claim key, so it holds no clock reading of the observer.
+/// left behind, and when it was last started (from the shared record), so a job that is
+/// started again and stops again without touching its files is a new situation, not a
+/// duplicate of the last one. It becomes the claim key, so it holds no clock reading of the
+/// observer.
 fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
     if let Some(Reading::Found(holder)) = &seen.lock {
         return format!(
@@ -665,7 +668,7 @@ fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
         })
     };
     format!(
-        "{} with {} done; log {}; progress {}; table {}; manifest {}",
+        "{} with {} done; log {}; progress {}; table {}; manifest {}; last started {}",
         row.state.as_str(),
         row.done.map_or("?".to_string(), |d| d.to_string()),
         stamp(
@@ -692,6 +695,7 @@ fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
                 .and_then(|r| r.found())
                 .map(|m| m.updated_at)
         ),
+        stamp(seen.history.attempt_started),
     )
 }
 
