@@ -425,6 +425,21 @@ fn rows() -> Vec<Row> {
             says: "process gone",
         },
         Row {
+            name: "a broken rule (the daily cap spent) puts a dead lock in RED",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                history: mihari::core::History {
+                    broken_rules: vec!["the daily cap of automatic restarts was spent".into()],
+                    ..Default::default()
+                },
+                ..alive(1.0, 1.0)
+            },
+            state: State::DeadLockStale,
+            bucket: Some(Bucket::Red),
+            says: "process gone",
+        },
+        Row {
             name: "no lock declared: fresh progress counts as running",
             job: no_lock_job.clone(),
             evidence: Evidence {

@@ -400,9 +400,11 @@ fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppresse
         .unwrap();
     assert_eq!(spawned.len(), cap, "{spawned:?}");
     assert!(spawned.iter().all(|e| e.actor == Actor::Watcher));
+    // One skip for the crash that found the cap spent, and one for each crash after it.
     let skipped = sandbox.count("skipped");
-    assert!(
-        skipped >= injected,
+    assert_eq!(
+        skipped,
+        injected + 1,
         "{skipped} skipped for {injected} injected crashes"
     );
     assert_eq!(sandbox.count("cap-reached"), 1);
@@ -425,6 +427,9 @@ fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppresse
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let reasons = report["jobs"][0]["reasons"].to_string();
     assert!(reasons.contains("daily cap"), "{reasons}");
+    assert_eq!(report["jobs"][0]["bucket"], "RED", "{report:#}");
+    assert_eq!(report["dispatch_held"], true, "{report:#}");
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

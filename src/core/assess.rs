@@ -225,10 +225,13 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     let timeouts = timeouts_exceeded(job, state, &evidence.history, now);
     reasons.extend(timeouts.iter().cloned());
 
+    // A broken rule (the daily cap spent, a failed restart, a duplicate spawn) puts the job in
+    // RED even when it also needs a restart: it is a human's to look at first.
     let bucket = match state {
+        _ if broken => Some(Bucket::Red),
         State::DeadLockStale => Some(Bucket::Restart),
         State::ShouldBeRunning if started_before => Some(Bucket::Restart),
-        _ if check_failed || broken => Some(Bucket::Red),
+        _ if check_failed => Some(Bucket::Red),
         State::Stalled | State::Unknown => Some(Bucket::Stale),
         _ if check_trouble || !timeouts.is_empty() => Some(Bucket::Stale),
         State::ShouldBeRunning => Some(Bucket::Dispatch),

@@ -265,6 +265,9 @@ impl Decision {
 pub fn restart_refusal(row: &Assessment) -> Option<String> {
     match row.bucket {
         Some(Bucket::Restart) => None,
+        // A job in RED for a broken rule that also needs a restart: the human who has looked
+        // may restart it.
+        Some(Bucket::Red) if needs_restart(row) => None,
         Some(Bucket::Dispatch) => row
             .held
             .as_ref()
@@ -274,6 +277,16 @@ pub fn restart_refusal(row: &Assessment) -> Option<String> {
             row.id,
             row.state.as_str()
         )),
+    }
+}
+
+/// Whether the row's state calls for a restart: a dead lock, or a job that ran before and
+/// should be running.
+pub fn needs_restart(row: &Assessment) -> bool {
+    match row.state {
+        State::DeadLockStale => true,
+        State::ShouldBeRunning => row.started_before,
+        _ => false,
     }
 }
 

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::assess::{Assessment, Bucket};
+use super::assess::Assessment;
 
 use super::auto::AutoVerdict;
 use crate::config::JobSpec;
@@ -115,7 +115,7 @@ pub fn conditions<'a>(
                 format!("{}: {first}{more}", row.id),
             );
         }
-        if row.bucket == Some(Bucket::Restart) {
+        if super::decision::needs_restart(row) {
             match verdict(&row.id) {
                 Some(AutoVerdict::NotAllowed(why)) => add(
                     &mut found,

@@ -98,7 +98,7 @@ impl Brain {
             };
             self.note_state(row, &mut pass);
             self.note_timeouts(row, &mut pass);
-            if row.bucket != Some(super::assess::Bucket::Restart) {
+            if !super::decision::needs_restart(row) {
                 self.unrestartable.remove(&row.id);
             }
             let verdict = auto_restart(job, row, &history(&row.id), cap, now);
