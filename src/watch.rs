@@ -141,13 +141,29 @@ impl Watcher {
             .into_iter()
             .filter_map(|e| e.key)
             .collect();
-        let after = store.last_cut().ok().flatten().unwrap_or(now);
+        // Before the first cut ever, the digest is due at the first digest_at after the
+        // oldest item queued (a `--once` pass is a new process each time: counting from its
+        // own start, it would never reach a cut).
+        let after = store
+            .last_cut()
+            .ok()
+            .flatten()
+            .or_else(|| {
+                store
+                    .pending_digest()
+                    .ok()
+                    .and_then(|items| items.first().map(|item| item.at))
+            })
+            .unwrap_or(now);
+        let timeouts_told = store
+            .digest_texts_since(DigestCategory::Timeout, now - chrono::Duration::hours(24))
+            .unwrap_or_default();
         let next_cut = next_cut(
             after.max(now - chrono::Duration::days(1)),
             config.settings.digest_at,
         );
         Watcher {
-            brain: Brain::restored(states, episodes),
+            brain: Brain::restored(states, episodes).with_timeouts_told(timeouts_told),
             config,
             in_flight: HashSet::new(),
             capped_keys,
@@ -232,7 +248,9 @@ impl Watcher {
                             .job(job)
                             .reason(format!("automatic restart refused: {why}")),
                     );
-                    self.brain.cannot_restart(job, &why);
+                    if let Some(condition) = self.brain.cannot_restart(job, &why) {
+                        self.escalate(&condition, store);
+                    }
                 }
             }
         }
@@ -385,7 +403,9 @@ impl Watcher {
                 "automatic restart already claimed elsewhere (duplicate)",
             ),
             OutcomeKind::Refused => {
-                self.brain.cannot_restart(job, &outcome.message);
+                if let Some(condition) = self.brain.cannot_restart(job, &outcome.message) {
+                    self.escalate(&condition, store);
+                }
                 return;
             }
             _ => (

@@ -555,3 +555,80 @@ fn watch_once_records_its_pass_and_a_missed_pass_means_no_machine_is_watching() 
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("more than twice its interval"), "{text}");
 }
+
+/// `--once` passes are new processes each time: the first digest is still cut at the first
+/// digest_at after the oldest item queued, and a timeout is queued for the digest once, not
+/// on every pass.
+#[test]
+fn once_passes_cut_the_first_digest_and_queue_a_timeout_once() {
+    let sandbox = Sandbox::new();
+    // A job never started, waiting: `queue_sec: 1` is exceeded from the second pass on.
+    sandbox.config(
+        "  digest_at: \"00:00\"\n",
+        "    timeouts: { queue_sec: 1 }\n",
+    );
+    let old = chrono::Utc::now() - chrono::Duration::days(2);
+    sandbox
+        .store()
+        .queue_digest_at(
+            old,
+            Some("collect"),
+            mihari::store::digest::DigestCategory::Other,
+            "queued two days ago",
+        )
+        .unwrap();
+    let pass = || sandbox.mihari(&["watch", "--once", "--interval", "300"]);
+    pass();
+    let digests = sandbox.store().digests(true).unwrap();
+    assert_eq!(digests.len(), 1, "the first pass cuts the overdue digest");
+    assert!(
+        digests[0]
+            .items
+            .iter()
+            .any(|i| i.text == "queued two days ago"),
+        "{digests:?}"
+    );
+    thread::sleep(Duration::from_millis(1500));
+    for _ in 0..3 {
+        pass();
+    }
+    let timeouts = sandbox
+        .store()
+        .digest_texts_since(
+            mihari::store::digest::DigestCategory::Timeout,
+            chrono::Utc::now() - chrono::Duration::hours(1),
+        )
+        .unwrap();
+    assert_eq!(timeouts.len(), 1, "{timeouts:?}");
+    assert!(timeouts[0].1.contains("queue_sec"), "{timeouts:?}");
+}
+
+/// A `--once` pass whose automatic restart is refused (every route used by this run) tells a
+/// human in that same pass, once, not at a next pass that a new process never has.
+#[test]
+fn a_refused_automatic_restart_is_escalated_by_the_once_pass_that_met_it() {
+    let sandbox = Sandbox::new();
+    let told = sandbox.path("told.txt");
+    sandbox.config(
+        &format!(
+            "  max_hops: 1\n  escalate_command: [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$0\\\" >> {}\"]\n",
+            told.display()
+        ),
+        "    auto_restart: true\n    auto_restart_reason: known cause\n    restart:\n      \
+         command: [\"true\"]\n      routes:\n        - { name: only, command: [\"true\"] }\n",
+    );
+    sandbox.dead_lock("run-1");
+    sandbox
+        .store()
+        .record_route("run-1", "collect", "only")
+        .unwrap();
+    let pass = || sandbox.mihari(&["watch", "--once", "--interval", "300"]);
+    pass();
+    let lines = fs::read_to_string(&told).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 1, "told: {lines:?}");
+    assert!(lines.contains("cannot restart"), "{lines}");
+    pass();
+    pass();
+    let lines = fs::read_to_string(&told).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 1, "told again: {lines:?}");
+}

@@ -66,17 +66,48 @@ impl Brain {
         states: impl IntoIterator<Item = (String, State)>,
         episodes: impl IntoIterator<Item = (String, EscalationKind)>,
     ) -> Brain {
+        let episodes: BTreeSet<(String, EscalationKind)> = episodes.into_iter().collect();
+        // A job the machine could not restart stays so until it no longer needs a restart:
+        // a new watcher process neither tries it again nor tells anyone twice.
+        let unrestartable = episodes
+            .iter()
+            .filter(|(_, kind)| *kind == EscalationKind::Unrestartable)
+            .map(|(job, _)| {
+                (
+                    job.clone(),
+                    "an automatic restart was refused earlier (see mihari events)".to_string(),
+                )
+            })
+            .collect();
         Brain {
             states: states.into_iter().collect(),
-            episodes: episodes.into_iter().collect(),
+            episodes,
+            unrestartable,
             ..Brain::default()
         }
     }
 
+    /// Remembers timeouts already queued for the digest (job, the item's words), so a new
+    /// watcher process (every `--once` pass is one) does not queue them again.
+    pub fn with_timeouts_told(mut self, told: impl IntoIterator<Item = (String, String)>) -> Brain {
+        for (job, words) in told {
+            self.timeouts
+                .entry(job)
+                .or_default()
+                .insert(timeout_kind(&words).to_string());
+        }
+        self
+    }
+
     /// Notes that the machine tried to restart `job` and may not (a refusal such as "every
-    /// route has been used"): a human must move it, told once.
-    pub fn cannot_restart(&mut self, job: &str, why: &str) {
+    /// route has been used"): a human must move it, told once. Returns the condition when
+    /// this opens its episode, to be told now rather than at the next pass (a `--once` pass
+    /// may not have one).
+    pub fn cannot_restart(&mut self, job: &str, why: &str) -> Option<Condition> {
         self.unrestartable.insert(job.to_string(), why.to_string());
+        self.episodes
+            .insert((job.to_string(), EscalationKind::Unrestartable))
+            .then(|| unrestartable(job, why))
     }
 
     /// Judges one action list at `now`. `history` gives each job's event-log history;
@@ -114,11 +145,7 @@ impl Brain {
         }
         let mut now_holding = conditions(list.rows(), jobs, |id| verdicts.get(id).cloned(), rules);
         for (job, why) in &self.unrestartable {
-            now_holding.push(Condition {
-                job: job.clone(),
-                kind: EscalationKind::Unrestartable,
-                message: format!("{job} is stopped and the machine cannot restart it: {why}"),
-            });
+            now_holding.push(unrestartable(job, why));
         }
         let holding: BTreeSet<(String, EscalationKind)> = now_holding
             .iter()
@@ -172,7 +199,7 @@ impl Brain {
             .reasons
             .iter()
             .filter(|r| r.starts_with("timeout:"))
-            .map(|r| r.split(" exceeded").next().unwrap_or(r).to_string())
+            .map(|r| timeout_kind(r).to_string())
             .collect();
         let seen = self.timeouts.entry(row.id.clone()).or_default();
         for kind in now.difference(seen) {
@@ -187,4 +214,18 @@ impl Brain {
         }
         *seen = now;
     }
+}
+
+/// The condition of a job the machine cannot restart.
+fn unrestartable(job: &str, why: &str) -> Condition {
+    Condition {
+        job: job.to_string(),
+        kind: EscalationKind::Unrestartable,
+        message: format!("{job} is stopped and the machine cannot restart it: {why}"),
+    }
+}
+
+/// Which timeout a reason (or its digest item) speaks of: its words up to "exceeded".
+fn timeout_kind(reason: &str) -> &str {
+    reason.split(" exceeded").next().unwrap_or(reason)
 }

@@ -132,6 +132,23 @@ impl Store {
         Ok(digests)
     }
 
+    /// The texts of the items of `category` queued since `since`, cut or not, by job.
+    pub fn digest_texts_since(
+        &self,
+        category: DigestCategory,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, String)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, text FROM digest_items WHERE category = ?1 AND at_ms >= ?2 \
+             AND job IS NOT NULL ORDER BY id",
+        )?;
+        let rows = statement.query_map(
+            rusqlite::params![category.as_str(), since.timestamp_millis()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// The items queued but not cut into a digest yet, oldest first.
     pub fn pending_digest(&self) -> Result<Vec<DigestItem>> {
         let mut statement = self.conn.prepare(
