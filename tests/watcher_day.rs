@@ -268,7 +268,12 @@ fn a_scripted_day_escalates_only_the_four_kinds_once_per_episode_and_digests_the
         // refused (every route used).
         for job in &pass.restarts {
             if job == "j11" {
-                brain.cannot_restart(job, "every route has been used by this run");
+                // Told at once, as the watcher does with what `cannot_restart` returns.
+                if let Some(condition) =
+                    brain.cannot_restart(job, "every route has been used by this run")
+                {
+                    escalations.push((condition.job, condition.kind, now));
+                }
                 world.j11_refused = true;
                 continue;
             }
