@@ -394,10 +394,16 @@ impl Watcher {
                 category::MACHINE_RESTART,
                 "restarted by the machine; the new process holds the lock",
             ),
-            OutcomeKind::Suppressed => (
-                category::SUPPRESSED,
-                "automatic restart suppressed by the workspace cooldown",
-            ),
+            OutcomeKind::Suppressed => {
+                // Another restart in the workspace won the cooldown a moment ago: look again
+                // in a while, not on the very next pass.
+                self.cooling
+                    .insert(job.to_string(), Utc::now() + chrono::Duration::seconds(10));
+                (
+                    category::SUPPRESSED,
+                    "automatic restart suppressed by the workspace cooldown",
+                )
+            }
             OutcomeKind::Duplicate => (
                 category::SUPPRESSED,
                 "automatic restart already claimed elsewhere (duplicate)",

@@ -310,9 +310,9 @@ fn without_a_terminal_or_yes_nothing_is_done_and_the_decline_is_recorded() {
 #[test]
 fn two_dashboards_worth_of_claimers_spawn_once() {
     let sandbox = Sandbox::new();
-    // No cooldown, so every late claimer meets the claim itself (with one, some would be
-    // suppressed by it first; see the cooldown test).
-    sandbox.config("  workspace_cooldown_sec: 0\n", "");
+    // The default cooldown (600 s): the claim is looked at before the cooldown, so every late
+    // claimer of the same death is a duplicate, never a suppression.
+    sandbox.config("", "");
     sandbox.dead_lock();
     let config = sandbox.load();
     // This test binary is not mihari: the restarts must spawn the real one.
@@ -363,6 +363,73 @@ fn two_dashboards_worth_of_claimers_spawn_once() {
     assert_eq!(
         kinds.iter().filter(|k| *k == "duplicate").count(),
         claimers - 1
+    );
+}
+
+/// Two jobs in one workspace, dead at once and restarted at the same instant (a watcher
+/// runs its restarts side by side): the cooldown lets exactly one spawn.
+#[test]
+fn two_restarts_in_one_workspace_at_once_spawn_once() {
+    let sandbox = Sandbox::new();
+    sandbox.config("", "");
+    let marker = sandbox.dir.path().display().to_string();
+    let yaml = fs::read_to_string(sandbox.path("jobs.yaml")).unwrap();
+    let second = yaml[yaml.find("  - id: collect").unwrap()..]
+        .replace("id: collect", "id: other")
+        .replace("collect.", "other.");
+    fs::write(sandbox.path("jobs.yaml"), format!("{yaml}{second}")).unwrap();
+    assert!(
+        fs::read_to_string(sandbox.path("jobs.yaml"))
+            .unwrap()
+            .contains(&marker)
+    );
+    sandbox.dead_lock();
+    for file in ["lock", "progress", "log"] {
+        fs::copy(
+            sandbox.path(&format!("collect.{file}")),
+            sandbox.path(&format!("other.{file}")),
+        )
+        .unwrap();
+    }
+    let config = sandbox.load();
+    // SAFETY: set before any thread of this test starts; no other test reads it.
+    unsafe { std::env::set_var("MIHARI_BINARY", BIN) };
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = ["collect", "other"]
+        .into_iter()
+        .map(|job| {
+            let config = config.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut engine = Engine::new(config.clone());
+                let now = Utc::now();
+                engine.refresh(None, now);
+                let decision = engine.propose(Action::Restart, job, now).unwrap();
+                barrier.wait();
+                effect::execute(&decision, &config, Actor::Watcher)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let verified = results
+        .iter()
+        .filter(|o| o.result == OutcomeKind::Verified)
+        .count();
+    let suppressed = results
+        .iter()
+        .filter(|o| o.result == OutcomeKind::Suppressed)
+        .count();
+    assert_eq!((verified, suppressed), (1, 1), "{results:?}");
+    let kinds = sandbox.kinds();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "spawned").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "cooldown-suppressed").count(),
+        1,
+        "{kinds:?}"
     );
 }
 

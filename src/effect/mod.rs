@@ -16,11 +16,9 @@ pub mod watch_lock;
 
 use std::path::{Path, PathBuf};
 
-use chrono::Utc;
-
 use crate::config::Config;
-use crate::core::decision::{ApprovalPlan, Cooldown, Decision, RestartPlan, cooldown};
-use crate::store::{Actor, ClaimOutcome, ClaimState, Kind, NewEvent, Store};
+use crate::core::decision::{ApprovalPlan, Decision, RestartPlan};
+use crate::store::{Actor, ClaimOutcome, ClaimState, Kind, NewEvent, RestartClaim, Store};
 
 /// What became of a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,41 +185,28 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
         return error;
     }
     let workspace_hash = plan.cooldown.workspace_hash().map(str::to_string);
-    let last_spawn = match &workspace_hash {
-        Some(hash) => store.last_spawn_in_workspace(hash).ok().flatten(),
-        None => None,
+    // The claim and the cooldown in one transaction: a situation already claimed is a
+    // duplicate whatever the cooldown, and two restarts in one workspace never both pass it.
+    let claimed = store.claim_restart(
+        &plan.key,
+        &plan.job,
+        &plan.run_id,
+        &plan.evidence,
+        workspace_hash
+            .as_deref()
+            .map(|hash| (hash, config.settings.workspace_cooldown_sec)),
+    );
+    let claimed = match claimed {
+        Ok(RestartClaim::Cooling { why, .. }) => {
+            return Outcome::new(
+                OutcomeKind::Suppressed,
+                format!("restart of '{}' suppressed: {why}", plan.job),
+            );
+        }
+        Ok(RestartClaim::Claimed(outcome)) => Ok(outcome),
+        Err(error) => Err(error),
     };
-    let now = Utc::now();
-    if let Cooldown::Closed {
-        last_spawn,
-        opens_at,
-        ..
-    } = cooldown(
-        workspace_hash.clone(),
-        last_spawn,
-        config.settings.workspace_cooldown_sec,
-        now,
-    ) {
-        let why = format!(
-            "workspace cooldown: the last spawn there was {} s ago; it opens in {} s",
-            (now - last_spawn).num_seconds(),
-            (opens_at - now).num_seconds().max(1)
-        );
-        let _ = store.append(
-            NewEvent::new(Kind::CooldownSuppressed)
-                .job(&plan.job)
-                .key(&plan.key)
-                .workspace_hash(workspace_hash)
-                .run(Some(&plan.run_id))
-                .reason(why.clone()),
-        );
-        return Outcome::new(
-            OutcomeKind::Suppressed,
-            format!("restart of '{}' suppressed: {why}", plan.job),
-        );
-    }
-
-    match store.claim(&plan.key, &plan.job, "restart", &plan.evidence) {
+    match claimed {
         Ok(ClaimOutcome::Won) => {}
         Ok(ClaimOutcome::Duplicate(existing))
             if existing.state == ClaimState::Failed

@@ -324,6 +324,17 @@ pub enum ClaimOutcome {
     Duplicate(Claim),
 }
 
+/// What claiming a restart found: the claim's outcome, or the workspace cooldown holding a
+/// new situation back (recorded as `cooldown-suppressed`), with when it opens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestartClaim {
+    Claimed(ClaimOutcome),
+    Cooling {
+        why: String,
+        opens_at: DateTime<Utc>,
+    },
+}
+
 /// An approval request's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -785,38 +796,47 @@ impl Store {
         reason: &str,
     ) -> Result<ClaimOutcome> {
         let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| claim_in(tx, actor, &session, key, job, action, reason, None))
+    }
+
+    /// Claims the restart `key` of `job` (run `run`) under its workspace's cooldown, in one
+    /// transaction: a key already claimed is a `duplicate` whatever the cooldown; a new one
+    /// is `cooldown-suppressed` while a spawn in the workspace (`hash`) is younger than
+    /// `cooldown_sec`, or another restart there has claimed and not yet spawned; otherwise
+    /// it is claimed, the `claimed` event carrying the workspace hash. Two restarts in one
+    /// workspace can therefore never both pass the cooldown.
+    pub fn claim_restart(
+        &mut self,
+        key: &str,
+        job: &str,
+        run: &str,
+        reason: &str,
+        workspace: Option<(&str, u64)>,
+    ) -> Result<RestartClaim> {
+        let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
             let now = Utc::now();
-            let inserted = tx.execute(
-                "INSERT INTO claims (key, job, action, state, session, attempts, created_ms, updated_ms) \
-                 VALUES (?1, ?2, ?3, 'claimed', ?4, 1, ?5, ?5) ON CONFLICT(key) DO NOTHING",
-                params![key, job, action, session, ms(now)],
-            )?;
-            if inserted == 1 {
+            if let Some((hash, cooldown_sec)) = workspace
+                && read_claim(tx, key)?.is_none()
+                && let Some((why, opens_at)) = workspace_cooling(tx, hash, cooldown_sec, now)?
+            {
                 insert_event(
                     tx,
                     actor,
                     &session,
-                    &NewEvent::new(Kind::Claimed).job(job).key(key).reason(reason),
+                    &NewEvent::new(Kind::CooldownSuppressed)
+                        .job(job)
+                        .key(key)
+                        .workspace_hash(Some(hash.to_string()))
+                        .run(Some(run))
+                        .reason(why.clone()),
                     now,
                 )?;
-                return Ok(ClaimOutcome::Won);
+                return Ok(RestartClaim::Cooling { why, opens_at });
             }
-            let existing = read_claim(tx, key)?.ok_or_else(|| {
-                StoreError(format!("claim '{key}' vanished inside its transaction"))
-            })?;
-            insert_event(
-                tx,
-                actor,
-                &session,
-                &NewEvent::new(Kind::Duplicate).job(job).key(key).reason(format!(
-                    "already claimed by session {} ({})",
-                    existing.session,
-                    existing.state.as_str()
-                )),
-                now,
-            )?;
-            Ok(ClaimOutcome::Duplicate(existing))
+            let hash = workspace.map(|(hash, _)| hash);
+            claim_in(tx, actor, &session, key, job, "restart", reason, hash)
+                .map(RestartClaim::Claimed)
         })
     }
 
@@ -1193,6 +1213,111 @@ fn prepare(conn: &Connection) -> Result<()> {
 /// Whether an error is SQLite's "busy" or "locked": another connection holds the lock.
 fn is_busy(error: &StoreError) -> bool {
     error.0.contains("database is locked") || error.0.contains("database is busy")
+}
+
+/// Claims `key` inside a write transaction: see [`Store::claim`]. `workspace_hash` goes on
+/// the `claimed` event of a restart, so the cooldown can see a restart under way.
+#[allow(clippy::too_many_arguments)]
+fn claim_in(
+    tx: &Connection,
+    actor: Actor,
+    session: &str,
+    key: &str,
+    job: &str,
+    action: &str,
+    reason: &str,
+    workspace_hash: Option<&str>,
+) -> Result<ClaimOutcome> {
+    let now = Utc::now();
+    let inserted = tx.execute(
+        "INSERT INTO claims (key, job, action, state, session, attempts, created_ms, updated_ms) \
+         VALUES (?1, ?2, ?3, 'claimed', ?4, 1, ?5, ?5) ON CONFLICT(key) DO NOTHING",
+        params![key, job, action, session, ms(now)],
+    )?;
+    if inserted == 1 {
+        insert_event(
+            tx,
+            actor,
+            session,
+            &NewEvent::new(Kind::Claimed)
+                .job(job)
+                .key(key)
+                .workspace_hash(workspace_hash.map(str::to_string))
+                .reason(reason),
+            now,
+        )?;
+        return Ok(ClaimOutcome::Won);
+    }
+    let existing = read_claim(tx, key)?
+        .ok_or_else(|| StoreError(format!("claim '{key}' vanished inside its transaction")))?;
+    insert_event(
+        tx,
+        actor,
+        session,
+        &NewEvent::new(Kind::Duplicate)
+            .job(job)
+            .key(key)
+            .reason(format!(
+                "already claimed by session {} ({})",
+                existing.session,
+                existing.state.as_str()
+            )),
+        now,
+    )?;
+    Ok(ClaimOutcome::Duplicate(existing))
+}
+
+/// How long a restart that is claimed but not yet spawned holds its workspace back before
+/// the cooldown is looked at again.
+const UNDER_WAY_RECHECK: chrono::Duration = chrono::Duration::seconds(10);
+
+/// Why the workspace with `hash` is cooling at `now`, and when to look again: a spawn there
+/// younger than `cooldown_sec`, or a restart there claimed and not yet spawned (it is about
+/// to spawn, or its claimer died and recovery will settle it).
+fn workspace_cooling(
+    tx: &Connection,
+    hash: &str,
+    cooldown_sec: u64,
+    now: DateTime<Utc>,
+) -> Result<Option<(String, DateTime<Utc>)>> {
+    let gap = chrono::Duration::seconds(cooldown_sec.min(i64::MAX as u64 / 1000) as i64);
+    let last: Option<i64> = tx.query_row(
+        "SELECT max(at_ms) FROM events WHERE kind = 'spawned' AND workspace_hash = ?1",
+        params![hash],
+        |row| row.get(0),
+    )?;
+    if let Some(last) = last.map(from_ms)
+        && last + gap > now
+    {
+        return Ok(Some((
+            format!(
+                "workspace cooldown: the last spawn there was {} s ago; it opens in {} s",
+                (now - last).num_seconds(),
+                (last + gap - now).num_seconds().max(1)
+            ),
+            last + gap,
+        )));
+    }
+    if gap > chrono::Duration::zero() {
+        let under_way: Option<String> = tx
+            .query_row(
+                "SELECT c.job FROM claims c WHERE c.state = 'claimed' AND c.action = 'restart' \
+                 AND EXISTS (SELECT 1 FROM events e WHERE e.kind = 'claimed' AND e.key = c.key \
+                 AND e.workspace_hash = ?1) LIMIT 1",
+                params![hash],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if let Some(other) = under_way {
+            return Ok(Some((
+                format!(
+                    "workspace cooldown: a restart of '{other}' in this workspace is under way"
+                ),
+                now + UNDER_WAY_RECHECK,
+            )));
+        }
+    }
+    Ok(None)
 }
 
 fn insert_event(
