@@ -386,3 +386,28 @@ fn processes_opening_a_fresh_store_at_once_all_succeed() {
         }
     }
 }
+
+/// SPEC §6: an event never holds raw paths. Error text that names a file (a log that cannot
+/// be opened, a binary not found) keeps only the file's last part.
+#[test]
+fn an_events_reason_never_holds_a_raw_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path());
+    let folder = dir.path().display().to_string();
+    store
+        .append(
+            NewEvent::new(Kind::Failed).job("collect").reason(format!(
+                "cannot open the job's log '{folder}/logs/collect.log' for its output: \
+                 Permission denied; cannot start {folder}/bin/mihari"
+            )),
+        )
+        .unwrap();
+    let events = store.events(&EventFilter::default()).unwrap();
+    let reason = events[0].reason.clone().unwrap();
+    assert!(!reason.contains(&folder), "{reason}");
+    assert_eq!(
+        reason,
+        "cannot open the job's log '…/collect.log' for its output: Permission denied; \
+         cannot start …/mihari"
+    );
+}

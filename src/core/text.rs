@@ -45,6 +45,55 @@ pub fn inert(raw: &str) -> String {
     out
 }
 
+/// Returns `text` with every path in it cut to its last part (`'/data/raw/x.log'` becomes
+/// `'…/x.log'`): the event log never holds raw paths (SPEC §6), yet an error recorded there
+/// should still say which file. A path is a quoted value holding a '/', or an unquoted word
+/// starting with '/' or '~/'.
+pub fn without_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('\'') {
+        out.push_str(&words_without_paths(&rest[..open]));
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('\'') else {
+            out.push('\'');
+            out.push_str(&words_without_paths(after));
+            return out;
+        };
+        let quoted = &after[..close];
+        out.push('\'');
+        if quoted.contains('/') {
+            out.push_str(&last_part(quoted));
+        } else {
+            out.push_str(quoted);
+        }
+        out.push('\'');
+        rest = &after[close + 1..];
+    }
+    out.push_str(&words_without_paths(rest));
+    out
+}
+
+/// Unquoted text with each word that starts like a path cut to its last part.
+fn words_without_paths(text: &str) -> String {
+    text.split(' ')
+        .map(|word| {
+            if word.starts_with('/') || word.starts_with("~/") {
+                last_part(word)
+            } else {
+                word.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `…/` and the last part of `path`.
+fn last_part(path: &str) -> String {
+    let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    format!("…/{name}")
+}
+
 /// Whether `text` could be written to a terminal as is: no controls, no bidi controls.
 /// Tests and debug assertions use it to check [`inert`]'s promise.
 pub fn is_inert(text: &str) -> bool {
@@ -101,6 +150,28 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_cut_to_their_last_part_and_other_words_kept() {
+        let cases = [
+            (
+                "cannot open the job's log '/data/raw/collect.log' for its output: denied",
+                "cannot open the job's log '…/collect.log' for its output: denied",
+            ),
+            (
+                "cannot start /usr/local/bin/mihari: not found",
+                "cannot start …/mihari: not found",
+            ),
+            ("see ~/jobs/a.yaml", "see …/a.yaml"),
+            ("'/tmp/dir/' gone", "'…/dir' gone"),
+            ("3/400 done, check 'no_gaps' failed", "3/400 done, check 'no_gaps' failed"),
+            ("an unmatched ' quote /x/y", "an unmatched ' quote …/y"),
+            ("no path here", "no path here"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(without_paths(raw), want, "{raw}");
+        }
+    }
 
     #[test]
     fn colours_are_dropped_and_words_kept() {

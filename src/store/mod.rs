@@ -1343,7 +1343,11 @@ fn insert_event(
             event.workspace_hash,
             event.route,
             event.key,
-            event.reason.as_deref().map(crate::core::text::inert),
+            // SPEC §6: an event never holds raw paths, whatever error text reached it.
+            event
+                .reason
+                .as_deref()
+                .map(|reason| crate::core::text::inert(&crate::core::text::without_paths(reason))),
         ],
     )?;
     Ok(tx.last_insert_rowid())
