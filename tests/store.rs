@@ -395,12 +395,10 @@ fn an_events_reason_never_holds_a_raw_path() {
     let mut store = open(dir.path());
     let folder = dir.path().display().to_string();
     store
-        .append(
-            NewEvent::new(Kind::Failed).job("collect").reason(format!(
-                "cannot open the job's log '{folder}/logs/collect.log' for its output: \
+        .append(NewEvent::new(Kind::Failed).job("collect").reason(format!(
+            "cannot open the job's log '{folder}/logs/collect.log' for its output: \
                  Permission denied; cannot start {folder}/bin/mihari"
-            )),
-        )
+        )))
         .unwrap();
     let events = store.events(&EventFilter::default()).unwrap();
     let reason = events[0].reason.clone().unwrap();

@@ -164,7 +164,10 @@ mod tests {
             ),
             ("see ~/jobs/a.yaml", "see …/a.yaml"),
             ("'/tmp/dir/' gone", "'…/dir' gone"),
-            ("3/400 done, check 'no_gaps' failed", "3/400 done, check 'no_gaps' failed"),
+            (
+                "3/400 done, check 'no_gaps' failed",
+                "3/400 done, check 'no_gaps' failed",
+            ),
             ("an unmatched ' quote /x/y", "an unmatched ' quote …/y"),
             ("no path here", "no path here"),
         ];
