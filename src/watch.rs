@@ -59,8 +59,13 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             lock
         }
         Ok(Acquired::Busy { why, .. }) if once => {
-            println!("mihari watch --once: {why}; this pass is not needed");
-            return ExitCode::SUCCESS;
+            // The running watcher acts; this pass only reports, with `check`'s exit code.
+            println!("mihari watch --once: {why}; this pass only reports");
+            let mut engine = crate::engine::Engine::new(config.clone());
+            engine.run_checks(None);
+            let snapshot = engine.refresh(None, Utc::now());
+            let _ = crate::cli::render_table(&snapshot, &mut std::io::stdout().lock());
+            return ExitCode::from(status_code(&snapshot));
         }
         Ok(Acquired::Busy { why, .. }) => {
             eprintln!("mihari watch: {why}");

@@ -262,6 +262,13 @@ fn a_flock_held_a_moment_longer_than_its_dead_holder_lives_is_waited_for() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A `--once` pass beside it only reports, with `check`'s exit code (1: a job to
+    // dispatch), so a timer still sees the state of the jobs.
+    let out = sandbox.mihari(&["watch", "--once"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("only reports"), "{said}");
+    assert!(said.contains("DISPATCH"), "{said}");
 }
 
 #[test]
