@@ -409,10 +409,16 @@ impl Watcher {
                     "automatic restart suppressed by the workspace cooldown",
                 )
             }
-            OutcomeKind::Duplicate => (
-                category::SUPPRESSED,
-                "automatic restart already claimed elsewhere (duplicate)",
-            ),
+            OutcomeKind::Duplicate => {
+                // The same situation was claimed already: asking again at once would only
+                // record more duplicates until something changes.
+                self.cooling
+                    .insert(job.to_string(), Utc::now() + chrono::Duration::seconds(10));
+                (
+                    category::SUPPRESSED,
+                    "automatic restart already claimed elsewhere (duplicate)",
+                )
+            }
             OutcomeKind::Refused => {
                 if let Some(condition) = self.brain.cannot_restart(job, &outcome.message) {
                     self.escalate(&condition, store);
