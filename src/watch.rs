@@ -122,6 +122,10 @@ struct Watcher {
     /// suppression is recorded once, then the watcher sleeps until then instead of asking
     /// again on every pass.
     cooling: HashMap<String, DateTime<Utc>>,
+    /// Where `escalate_command`'s results come back when it runs off the loop (the
+    /// long-running watcher: a hanging notifier must not blind it); `None` runs it at once
+    /// (`--once`, which would exit before a background result came back).
+    escalation_results: Option<mpsc::UnboundedSender<Input>>,
 }
 
 impl Watcher {
@@ -174,6 +178,7 @@ impl Watcher {
             capped_keys,
             next_cut,
             cooling: HashMap::new(),
+            escalation_results: None,
         }
     }
 
@@ -334,18 +339,23 @@ impl Watcher {
         }
         let _ = store.append(event);
         let _ = store.mark_escalated(&condition.job, condition.kind.as_str());
-        if let Some(command) = &self.config.settings.escalate_command
-            && let Err(error) =
-                run_escalate_command(command, &format!("mihari: {}", condition.message))
-        {
-            let mut event = NewEvent::new(Kind::Escalated).reason(format!(
-                "escalate_command failed ({}): {error}",
-                condition.kind.as_str()
-            ));
-            if let Some(job) = job {
-                event = event.job(job);
+        let Some(command) = &self.config.settings.escalate_command else {
+            return;
+        };
+        let message = format!("mihari: {}", condition.message);
+        let (kind, job) = (condition.kind, job.map(str::to_string));
+        match &self.escalation_results {
+            Some(sender) => {
+                let (sender, command) = (sender.clone(), command.clone());
+                tokio::task::spawn_blocking(move || {
+                    let result = run_escalate_command(&command, &message);
+                    let _ = sender.send(Input::Escalated { kind, job, result });
+                });
             }
-            let _ = store.append(event);
+            None => {
+                let result = run_escalate_command(command, &message);
+                record_escalate_result(store, kind, job.as_deref(), result);
+            }
         }
     }
 
@@ -446,6 +456,26 @@ impl Watcher {
 }
 
 /// Runs `escalate_command` with `message` appended: argv, no shell, a timeout.
+/// Records a failed `escalate_command` (a success needs no record: `escalated` is already
+/// there).
+fn record_escalate_result(
+    store: &mut Store,
+    kind: EscalationKind,
+    job: Option<&str>,
+    result: Result<(), String>,
+) {
+    if let Err(error) = result {
+        let mut event = NewEvent::new(Kind::Escalated).reason(format!(
+            "escalate_command failed ({}): {error}",
+            kind.as_str()
+        ));
+        if let Some(job) = job {
+            event = event.job(job);
+        }
+        let _ = store.append(event);
+    }
+}
+
 fn run_escalate_command(command: &[String], message: &str) -> Result<(), String> {
     let (program, args) = command
         .split_first()
@@ -482,6 +512,12 @@ enum Input {
     Trigger(Trigger),
     Checks(CheckResultFor),
     Restarted(String, Outcome),
+    /// What an `escalate_command` run off the loop came to.
+    Escalated {
+        kind: EscalationKind,
+        job: Option<String>,
+        result: Result<(), String>,
+    },
     Stop,
 }
 
@@ -510,6 +546,7 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
     )?;
     let now = Utc::now();
     let mut watcher = Watcher::new(config.clone(), store, now);
+    watcher.escalation_results = Some(sender.clone());
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
     let mut waits: Vec<(String, DateTime<Utc>)>;
@@ -552,6 +589,9 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
                 Input::Restarted(job, outcome) => {
                     watcher.outcome(&job, &outcome, store);
                     restarted = true;
+                }
+                Input::Escalated { kind, job, result } => {
+                    record_escalate_result(store, kind, job.as_deref(), result);
                 }
             }
         }

@@ -538,6 +538,32 @@ fn escalate_command_runs_once_per_episode_and_a_failing_one_never_stops_the_watc
     assert!(alive(pid), "the watcher stopped");
 }
 
+/// A notifier that hangs must not blind the watcher: `escalate_command` runs off its loop,
+/// and a change is recorded while the notifier still runs.
+#[test]
+fn a_hanging_escalate_command_never_stalls_the_watcher() {
+    let mut sandbox = Sandbox::new();
+    let started = sandbox.path("notifier-started");
+    sandbox.config(
+        &format!(
+            "  escalate_command: [\"sh\", \"-c\", \"touch {}; sleep 30\"]\n",
+            started.display()
+        ),
+        "    restart:\n      command: [\"true\"]\n",
+    );
+    sandbox.dead_lock("run-1");
+    let pid = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the notifier", || started.exists());
+    // The job's lock goes away: DEAD_LOCK_STALE -> SHOULD_BE_RUNNING, recorded while the
+    // notifier still sleeps (it is given 20 s before it is killed).
+    let changes = sandbox.count("state-changed");
+    fs::remove_file(sandbox.path("collect.lock")).unwrap();
+    sandbox.wait_until(Duration::from_secs(5), "the state change", || {
+        sandbox.count("state-changed") > changes
+    });
+    assert!(alive(pid));
+}
+
 #[test]
 fn watch_once_records_its_pass_and_a_missed_pass_means_no_machine_is_watching() {
     let sandbox = Sandbox::new();
