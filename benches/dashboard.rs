@@ -120,7 +120,7 @@ fn run() -> Result<(), String> {
     let idle = measure_idle(&mut dash, Duration::from_secs(idle_secs), tck)?;
     let flip = measure_flips(&mut dash, &sandbox, flips)?;
     let held = measure_kills(&mut dash, &mut sandbox, &mut holders, kills)?;
-    let hwm_kib = vm_hwm_kib(dash.pid())?;
+    let hwm_kib = vm_hwm_bytes(dash.pid())? / 1024;
     let exit = dash.quit()?;
     drop(holders);
     let sandbox_path = sandbox.root.path().to_path_buf();
@@ -263,26 +263,6 @@ struct Idle {
     bursts: Vec<(f64, usize)>,
 }
 
-/// utime + stime of the whole process (every thread), in clock ticks: fields 14 and 15 of
-/// `/proc/<pid>/stat`, counted after the last ')' (the command name may hold anything).
-fn cpu_ticks(pid: u32) -> Result<u64, String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("no ')' in stat")?;
-    // After ')' comes field 3 (state); field N is at index N - 3.
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |n: usize| -> Result<u64, String> {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| format!("stat field {n} missing"))
-    };
-    Ok(field(14)? + field(15)?)
-}
-
 /// Every thread of `pid` with its on-CPU time and context switches.
 fn thread_stats(pid: u32) -> Vec<ThreadStat> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -316,17 +296,6 @@ fn thread_stats(pid: u32) -> Vec<ThreadStat> {
         .collect();
     threads.sort_by_key(|t| t.tid);
     threads
-}
-
-/// The peak resident set size of `pid` (VmHWM), in KiB.
-fn vm_hwm_kib(pid: u32) -> Result<u64, String> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| "no VmHWM in status".to_string())
 }
 
 /// Idle CPU: nothing is written for `window`; the dashboard's CPU time is read before and

@@ -1376,20 +1376,7 @@ struct CpuUse {
 }
 
 fn cpu_use(pid: u32) -> Result<CpuUse, String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("no ')' in stat")?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |n: usize| -> Result<u64, String> {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| format!("stat field {n} missing"))
-    };
-    let ticks = field(14)? + field(15)?;
+    let ticks = cpu_ticks(pid)?;
     let mut on_cpu_ns = 0;
     if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {

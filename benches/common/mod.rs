@@ -359,6 +359,26 @@ pub fn screen_contains(screen: &vt100::Screen, text: &str) -> bool {
     screen.rows(0, COLS).any(|row| row.contains(text))
 }
 
+/// utime + stime of the whole process (every thread), in clock ticks: fields 14 and 15 of
+/// `/proc/<pid>/stat`, counted after the last ')' (the command name may hold anything).
+pub fn cpu_ticks(pid: u32) -> Result<u64, String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("no ')' in stat")?;
+    // After ')' comes field 3 (state); field N is at index N - 3.
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, String> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("stat field {n} missing"))
+    };
+    Ok(field(14)? + field(15)?)
+}
+
 /// The peak resident set size of `pid` (VmHWM), in bytes.
 pub fn vm_hwm_bytes(pid: u32) -> Result<u64, String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
