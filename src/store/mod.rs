@@ -668,16 +668,7 @@ impl Store {
             "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE id IN \
              (SELECT max(id) FROM heartbeats GROUP BY job)",
         )?;
-        let rows = statement.query_map([], |row| {
-            Ok(Heartbeat {
-                job: row.get(0)?,
-                at: from_ms(row.get(1)?),
-                done: row.get::<_, Option<i64>>(2)?.map(|d| d.max(0) as u64),
-                total: row.get::<_, Option<i64>>(3)?.map(|t| t.max(0) as u64),
-                position: row.get(4)?,
-                note: row.get(5)?,
-            })
-        })?;
+        let rows = statement.query_map([], heartbeat_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -1047,16 +1038,7 @@ impl Store {
                 "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE job = ?1 \
                  ORDER BY at_ms DESC, id DESC LIMIT 1",
                 params![job],
-                |row| {
-                    Ok(Heartbeat {
-                        job: row.get(0)?,
-                        at: from_ms(row.get(1)?),
-                        done: row.get::<_, Option<i64>>(2)?.map(|d| d.max(0) as u64),
-                        total: row.get::<_, Option<i64>>(3)?.map(|t| t.max(0) as u64),
-                        position: row.get(4)?,
-                        note: row.get(5)?,
-                    })
-                },
+                heartbeat_from_row,
             )
             .optional()?)
     }
@@ -1364,6 +1346,18 @@ fn kind_list(kinds: &[Kind]) -> String {
         .map(|k| format!("'{}'", k.as_str()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A heartbeat from the columns job, at_ms, done, total, position, note.
+fn heartbeat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Heartbeat> {
+    Ok(Heartbeat {
+        job: row.get(0)?,
+        at: from_ms(row.get(1)?),
+        done: row.get::<_, Option<i64>>(2)?.map(|d| d.max(0) as u64),
+        total: row.get::<_, Option<i64>>(3)?.map(|t| t.max(0) as u64),
+        position: row.get(4)?,
+        note: row.get(5)?,
+    })
 }
 
 fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
