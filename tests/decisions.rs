@@ -143,6 +143,35 @@ fn has_child(pid: u32) -> bool {
     })
 }
 
+/// Each of `jobs` proposed for a restart by an engine of its own, in a thread of its own,
+/// then all executed at the same instant: their claim keys and outcomes.
+fn restart_at_once(
+    config: &mihari::config::Config,
+    jobs: &[&'static str],
+    actor: Actor,
+) -> Vec<(String, effect::Outcome)> {
+    let barrier = Arc::new(Barrier::new(jobs.len()));
+    let handles: Vec<_> = jobs
+        .iter()
+        .map(|&job| {
+            let config = config.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut engine = Engine::new(config.clone());
+                let now = Utc::now();
+                engine.refresh(None, now);
+                let decision = engine.propose(Action::Restart, job, now).unwrap();
+                barrier.wait();
+                (
+                    decision.key().to_string(),
+                    effect::execute(&decision, &config, actor),
+                )
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 fn zombie(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
@@ -324,25 +353,7 @@ fn two_dashboards_worth_of_claimers_spawn_once() {
     // SAFETY: set before any thread of this test starts; no other test reads it.
     unsafe { std::env::set_var("MIHARI_BINARY", BIN) };
     let claimers = 6;
-    let barrier = Arc::new(Barrier::new(claimers));
-    let handles: Vec<_> = (0..claimers)
-        .map(|_| {
-            let config = config.clone();
-            let barrier = barrier.clone();
-            thread::spawn(move || {
-                let mut engine = Engine::new(config.clone());
-                let now = Utc::now();
-                engine.refresh(None, now);
-                let decision = engine.propose(Action::Restart, "collect", now).unwrap();
-                barrier.wait();
-                (
-                    decision.key().to_string(),
-                    effect::execute(&decision, &config, Actor::Operator),
-                )
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results = restart_at_once(&config, &["collect"; 6], Actor::Operator);
     let keys: std::collections::HashSet<_> = results.iter().map(|(k, _)| k.clone()).collect();
     assert_eq!(
         keys.len(),
@@ -391,30 +402,14 @@ fn two_restarts_in_one_workspace_at_once_spawn_once() {
     let config = sandbox.load();
     // SAFETY: set before any thread of this test starts; no other test reads it.
     unsafe { std::env::set_var("MIHARI_BINARY", BIN) };
-    let barrier = Arc::new(Barrier::new(2));
-    let handles: Vec<_> = ["collect", "other"]
-        .into_iter()
-        .map(|job| {
-            let config = config.clone();
-            let barrier = barrier.clone();
-            thread::spawn(move || {
-                let mut engine = Engine::new(config.clone());
-                let now = Utc::now();
-                engine.refresh(None, now);
-                let decision = engine.propose(Action::Restart, job, now).unwrap();
-                barrier.wait();
-                effect::execute(&decision, &config, Actor::Watcher)
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results = restart_at_once(&config, &["collect", "other"], Actor::Watcher);
     let verified = results
         .iter()
-        .filter(|o| o.result == OutcomeKind::Verified)
+        .filter(|(_, o)| o.result == OutcomeKind::Verified)
         .count();
     let suppressed = results
         .iter()
-        .filter(|o| o.result == OutcomeKind::Suppressed)
+        .filter(|(_, o)| o.result == OutcomeKind::Suppressed)
         .count();
     assert_eq!((verified, suppressed), (1, 1), "{results:?}");
     assert_eq!(sandbox.count("spawned"), 1, "{:?}", sandbox.kinds());
