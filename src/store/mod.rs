@@ -768,12 +768,7 @@ impl Store {
 
     /// The time of the last spawn in the workspace with this hash.
     pub fn last_spawn_in_workspace(&self, hash: &str) -> Result<Option<DateTime<Utc>>> {
-        let at: Option<i64> = self.conn.query_row(
-            "SELECT max(at_ms) FROM events WHERE kind = 'spawned' AND workspace_hash = ?1",
-            params![hash],
-            |row| row.get(0),
-        )?;
-        Ok(at.map(from_ms))
+        last_spawn_in(&self.conn, hash)
     }
 
     /// Claims `key` for `job`'s `action`: the first claimer wins and records `claimed`;
@@ -1249,6 +1244,16 @@ fn claim_in(
     Ok(ClaimOutcome::Duplicate(existing))
 }
 
+/// The time of the last spawn in the workspace with this hash.
+fn last_spawn_in(conn: &Connection, hash: &str) -> Result<Option<DateTime<Utc>>> {
+    let at: Option<i64> = conn.query_row(
+        "SELECT max(at_ms) FROM events WHERE kind = 'spawned' AND workspace_hash = ?1",
+        params![hash],
+        |row| row.get(0),
+    )?;
+    Ok(at.map(from_ms))
+}
+
 /// How long a restart that is claimed but not yet spawned holds its workspace back before
 /// the cooldown is looked at again.
 const UNDER_WAY_RECHECK: chrono::Duration = chrono::Duration::seconds(10);
@@ -1263,12 +1268,7 @@ fn workspace_cooling(
     now: DateTime<Utc>,
 ) -> Result<Option<(String, DateTime<Utc>)>> {
     let gap = chrono::Duration::seconds(cooldown_sec.min(i64::MAX as u64 / 1000) as i64);
-    let last: Option<i64> = tx.query_row(
-        "SELECT max(at_ms) FROM events WHERE kind = 'spawned' AND workspace_hash = ?1",
-        params![hash],
-        |row| row.get(0),
-    )?;
-    if let Some(last) = last.map(from_ms)
+    if let Some(last) = last_spawn_in(tx, hash)?
         && last + gap > now
     {
         return Ok(Some((
