@@ -23,6 +23,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::core::decision::{Cooldown, cooldown};
+
 /// The database file's name inside `state_dir`.
 pub const DB_FILE: &str = "mihari.sqlite";
 /// How long a writer waits for another process's transaction before giving up.
@@ -1267,20 +1269,23 @@ fn workspace_cooling(
     cooldown_sec: u64,
     now: DateTime<Utc>,
 ) -> Result<Option<(String, DateTime<Utc>)>> {
-    let gap = chrono::Duration::seconds(cooldown_sec.min(i64::MAX as u64 / 1000) as i64);
-    if let Some(last) = last_spawn_in(tx, hash)?
-        && last + gap > now
+    let last = last_spawn_in(tx, hash)?;
+    if let Cooldown::Closed {
+        last_spawn,
+        opens_at,
+        ..
+    } = cooldown(Some(hash.to_string()), last, cooldown_sec, now)
     {
         return Ok(Some((
             format!(
                 "workspace cooldown: the last spawn there was {} s ago; it opens in {} s",
-                (now - last).num_seconds(),
-                (last + gap - now).num_seconds().max(1)
+                (now - last_spawn).num_seconds(),
+                (opens_at - now).num_seconds().max(1)
             ),
-            last + gap,
+            opens_at,
         )));
     }
-    if gap > chrono::Duration::zero() {
+    if cooldown_sec > 0 {
         let under_way: Option<String> = tx
             .query_row(
                 "SELECT c.job FROM claims c WHERE c.state = 'claimed' AND c.action = 'restart' \
