@@ -210,8 +210,9 @@ impl Watcher {
         );
         // Claims whose claimer died mid-way (a watcher killed between claiming and
         // verifying) are resolved before anything else is decided.
-        for resolved in effect::recover::recover(store, &self.config) {
-            eprintln!("mihari watch: recovered a claim: {resolved}");
+        let recovery = effect::recover::recover(store, &self.config);
+        for settled in &recovery.settled {
+            eprintln!("mihari watch: recovered a claim: {settled}");
         }
         let restarts = self.restarts(live, &pass, store, now);
         self.record(&pass, store);
@@ -225,6 +226,8 @@ impl Watcher {
             self.next_cut = next_cut(now, self.config.settings.digest_at);
         }
         let mut waits = pass.waits;
+        // A spawn that may still be starting is looked at again when its grace period ends.
+        waits.extend(recovery.waiting);
         self.cooling.retain(|_, opens_at| *opens_at > now);
         waits.extend(self.cooling.iter().map(|(job, at)| (job.clone(), *at)));
         (restarts, waits)

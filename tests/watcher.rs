@@ -665,3 +665,85 @@ fn a_refused_automatic_restart_is_escalated_by_the_once_pass_that_met_it() {
     let lines = fs::read_to_string(&told).unwrap_or_default();
     assert_eq!(lines.lines().count(), 1, "told again: {lines:?}");
 }
+
+/// Issue 9, item 9: after a `kill -9` of the watcher during automatic restarts, 4 of 30 jobs
+/// went RED "the last restart failed" although their runs had started and exited 0 —
+/// recovery judged by whether the lock was held at the moment it looked, and a run that has
+/// finished holds nothing. It must judge by the run's own record (`started`, `exited`).
+#[test]
+fn a_watcher_killed_during_restarts_leaves_no_false_failed_verdicts_for_runs_that_finished() {
+    // Killed between recording the spawns and verifying them, then between the forks and
+    // their records.
+    for (pause, after) in [
+        ("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS", "spawned"),
+        ("MIHARI_FAULT_PAUSE_AFTER_FORK_MS", "started"),
+    ] {
+        let mut sandbox = Sandbox::new();
+        let jobs = 8;
+        let marker = sandbox.dir.path().display().to_string();
+        let mut text =
+            "settings:\n  state_dir: state\n  workspace_cooldown_sec: 0\njobs:\n".to_string();
+        for n in 0..jobs {
+            // Each run works for a moment, completes its progress file and exits 0.
+            text.push_str(&format!(
+                "  - id: j{n}\n    lock: j{n}.lock\n    log: j{n}.log\n    \
+                 progress_file: j{n}.progress\n    expected_total: 2\n    \
+                 should_run_when: [not_complete]\n    auto_restart: true\n    \
+                 auto_restart_reason: known cause\n    restart:\n      command: [\"sh\", \"-c\", \
+                 \"sleep 1; echo done >> j{n}.progress\", \"{marker}\"]\n      cwd: .\n"
+            ));
+            let (pid, ticks) = dead_process();
+            fs::write(
+                sandbox.path(&format!("j{n}.lock")),
+                format!("{{\"pid\":{pid},\"start_time\":{ticks},\"run_id\":\"old-{n}\"}}"),
+            )
+            .unwrap();
+            fs::write(sandbox.path(&format!("j{n}.progress")), "one\n").unwrap();
+            fs::write(sandbox.path(&format!("j{n}.log")), "worked\n").unwrap();
+        }
+        fs::write(sandbox.path("jobs.yaml"), text).unwrap();
+
+        let first = sandbox.watch(&[(pause, "4000")]);
+        sandbox.wait_until(Duration::from_secs(20), "every restart under way", || {
+            sandbox.count(after) == jobs
+        });
+        kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+        sandbox.wait_until(Duration::from_secs(10), "the watcher to die", || {
+            !alive(first)
+        });
+        assert_eq!(sandbox.count("verified"), 0, "{pause}: killed too late");
+        sandbox.wait_until(Duration::from_secs(20), "every run to exit", || {
+            sandbox.count("exited") == jobs
+        });
+
+        // A new pass recovers the claims the killed watcher left.
+        let pass = sandbox.mihari(&["watch", "--once"]);
+        let check = sandbox.mihari(&["check", "--json"]);
+        let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+        let store = sandbox.store();
+        let failed: Vec<String> = store
+            .events(&EventFilter {
+                kind: Some("failed".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .into_iter()
+            .map(|e| format!("{:?}: {:?}", e.job, e.reason))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{pause}: false 'failed' verdicts for runs that started and exited 0: {failed:#?}\n\
+             pass: {}",
+            String::from_utf8_lossy(&pass.stdout)
+        );
+        assert_eq!(sandbox.count("verified"), jobs, "{pause}");
+        assert!(store.open_claims().unwrap().is_empty(), "{pause}");
+        for job in report["jobs"].as_array().unwrap() {
+            assert_eq!(job["state"], "COMPLETE", "{pause}: {job}");
+        }
+        assert_eq!(report["dispatch_held"], false, "{pause}");
+        assert_eq!(check.status.code(), Some(0), "{pause}: {report}");
+        // Each spawn is recorded once, by the claimer or by recovery.
+        assert_eq!(sandbox.count("spawned"), jobs, "{pause}");
+    }
+}

@@ -330,6 +330,31 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
                 format!("'{}' restarted: pid {pid} holds its lock", plan.job),
             )
         }
+        Err(_) if let Some(how) = ran_and_ended(store, plan) => {
+            // The run took the lock, recorded its start and ended before the lock was looked
+            // at (a job that finishes in a moment): the restart worked.
+            let _ = store.advance_claim(
+                &plan.key,
+                ClaimState::Spawned,
+                ClaimState::Verified,
+                None,
+                None,
+                NewEvent::new(Kind::Verified)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .run(Some(&plan.run_id))
+                    .reason(format!(
+                        "pid {pid} took the lock and has already ended ({how})"
+                    )),
+            );
+            Outcome::new(
+                OutcomeKind::Verified,
+                format!(
+                    "'{}' restarted: pid {pid} took its lock and has already ended ({how})",
+                    plan.job
+                ),
+            )
+        }
         Err(error) => {
             let _ = store.advance_claim(
                 &plan.key,
@@ -357,6 +382,17 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
             )
         }
     }
+}
+
+/// How the restart's run ended, when its own record says it started and has ended: the
+/// verdict on a spawn comes from the run's record, not from a lock it has already let go.
+fn ran_and_ended(store: &Store, plan: &RestartPlan) -> Option<String> {
+    let record = store.run_record(&plan.job, &plan.run_id).ok()?;
+    let started = record.iter().find(|e| e.kind == Kind::Started.as_str())?;
+    record
+        .iter()
+        .find(|e| e.id > started.id && e.kind == Kind::Exited.as_str())
+        .map(|e| e.reason.clone().unwrap_or_else(|| "exited".to_string()))
 }
 
 /// Marks a claim failed before anything was spawned.

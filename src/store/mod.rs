@@ -96,6 +96,9 @@ pub enum Kind {
     Spawned,
     Verified,
     Failed,
+    /// A restart claim whose claimer died before it spawned anything, settled by recovery:
+    /// nothing was tried, so nothing failed, and the same situation may be tried again.
+    Abandoned,
     Skipped,
     CooldownSuppressed,
     CapReached,
@@ -120,7 +123,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 28] = [
+    pub const ALL: [Kind; 29] = [
         Kind::Detected,
         Kind::MarkerCreated,
         Kind::Duplicate,
@@ -129,6 +132,7 @@ impl Kind {
         Kind::Spawned,
         Kind::Verified,
         Kind::Failed,
+        Kind::Abandoned,
         Kind::Skipped,
         Kind::CooldownSuppressed,
         Kind::CapReached,
@@ -161,6 +165,7 @@ impl Kind {
             Kind::Spawned => "spawned",
             Kind::Verified => "verified",
             Kind::Failed => "failed",
+            Kind::Abandoned => "abandoned",
             Kind::Skipped => "skipped",
             Kind::CooldownSuppressed => "cooldown-suppressed",
             Kind::CapReached => "cap-reached",
@@ -727,6 +732,20 @@ impl Store {
         Ok(at.map(from_ms))
     }
 
+    /// What run `run` of `job` recorded of itself (`mihari run`'s own events, oldest first):
+    /// its `started`, and its `exited`, or the `failed` or `duplicate` that kept it from
+    /// starting. This, not whether the lock is held at the moment of looking, says whether a
+    /// restart's spawn ran: a run that started and has already exited 0 holds nothing.
+    pub fn run_record(&self, job: &str, run: &str) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE job = ?1 AND kind IN ('started', 'exited', \
+             'failed', 'duplicate') AND actor = 'job' AND run = ?2 ORDER BY id"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(params![job, run], event_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// Every approval request of `job` as (asked, answered) times.
     pub fn approval_waits(&self, job: &str) -> Result<Vec<ApprovalWait>> {
         let mut statement = self
@@ -843,17 +862,55 @@ impl Store {
     ) -> Result<bool> {
         let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
-            let now = Utc::now();
-            let changed = tx.execute(
-                "UPDATE claims SET state = ?3, pid = coalesce(?4, pid), \
-                 last_error = coalesce(?5, last_error), updated_ms = ?6 \
-                 WHERE key = ?1 AND state = ?2",
-                params![key, from.as_str(), to.as_str(), pid, error, ms(now)],
-            )?;
-            if changed == 1 {
-                insert_event(tx, actor, &session, &event, now)?;
-            }
-            Ok(changed == 1)
+            advance_in(
+                tx,
+                actor,
+                &session,
+                ClaimMove {
+                    key,
+                    from,
+                    claimer: None,
+                    to,
+                    pid,
+                    error,
+                },
+                &[event],
+            )
+        })
+    }
+
+    /// Settles the claim of a claimer that died: moves it from `from` to `to` only while it is
+    /// still in `from` AND still `claimer`'s, and records `events` (a `spawned` recovery
+    /// found, then its verdict) in the same transaction. A recovery pass working from what it
+    /// read a moment ago therefore never records a spawn the living claimer has recorded
+    /// meanwhile, nor settles a claim someone else has since taken over.
+    #[allow(clippy::too_many_arguments)]
+    pub fn settle_orphan(
+        &mut self,
+        key: &str,
+        from: ClaimState,
+        claimer: &str,
+        to: ClaimState,
+        pid: Option<u32>,
+        error: Option<&str>,
+        events: &[NewEvent],
+    ) -> Result<bool> {
+        let (actor, session) = (self.actor, self.session.clone());
+        self.write(|tx| {
+            advance_in(
+                tx,
+                actor,
+                &session,
+                ClaimMove {
+                    key,
+                    from,
+                    claimer: Some(claimer),
+                    to,
+                    pid,
+                    error,
+                },
+                events,
+            )
         })
     }
 
@@ -1244,6 +1301,48 @@ fn claim_in(
         now,
     )?;
     Ok(ClaimOutcome::Duplicate(existing))
+}
+
+/// One claim's move: from which state (and, for recovery, whose claim it must still be) to
+/// which, with the pid and error to keep.
+struct ClaimMove<'a> {
+    key: &'a str,
+    from: ClaimState,
+    claimer: Option<&'a str>,
+    to: ClaimState,
+    pid: Option<u32>,
+    error: Option<&'a str>,
+}
+
+/// Moves a claim inside a write transaction and records `events` only if it moved.
+fn advance_in(
+    tx: &Connection,
+    actor: Actor,
+    session: &str,
+    change: ClaimMove<'_>,
+    events: &[NewEvent],
+) -> Result<bool> {
+    let now = Utc::now();
+    let changed = tx.execute(
+        "UPDATE claims SET state = ?3, pid = coalesce(?4, pid), \
+         last_error = coalesce(?5, last_error), updated_ms = ?6 \
+         WHERE key = ?1 AND state = ?2 AND (?7 IS NULL OR session = ?7)",
+        params![
+            change.key,
+            change.from.as_str(),
+            change.to.as_str(),
+            change.pid,
+            change.error,
+            ms(now),
+            change.claimer
+        ],
+    )?;
+    if changed == 1 {
+        for event in events {
+            insert_event(tx, actor, session, event, now)?;
+        }
+    }
+    Ok(changed == 1)
 }
 
 /// The time of the last spawn in the workspace with this hash.
