@@ -359,6 +359,23 @@ fn a_log_planted_in_a_sticky_folder_is_refused_as_a_link() {
 }
 
 #[test]
+fn a_manifest_planted_as_a_link_is_never_shown() {
+    let sandbox = Sandbox::new();
+    let manifest = sandbox.path("_manifest.json");
+    plant_link(&sandbox.precious(), &manifest, None);
+    let config = sandbox.jobs(
+        &sandbox.path("job.lock"),
+        &sandbox.path("job.log"),
+        &format!("    manifest: {}\n", manifest.display()),
+    );
+    for args in [&["check"][..], &["check", "--json"]] {
+        let said = mihari(&config, args);
+        assert_refusal(&said, &manifest, &["symbolic link", "'manifest'"], "check");
+    }
+    sandbox.assert_precious_intact("check with a planted manifest");
+}
+
+#[test]
 fn a_sticky_folder_like_tmp_stays_usable() {
     let sandbox = Sandbox::new();
     let folder = sandbox.folder("sticky", 0o1777, None);

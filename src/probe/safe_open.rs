@@ -38,7 +38,7 @@ pub enum Role {
     Log,
     /// A `progress_file`: only counted.
     Progress,
-    /// A `manifest`: only parsed.
+    /// A `manifest`: only parsed, but its fields are shown.
     Manifest,
     /// The watcher's `state_dir/watch.lock`.
     WatchLock,
@@ -69,10 +69,11 @@ impl Role {
         }
     }
 
-    /// A progress file or a manifest is only counted or parsed, never written or shown
-    /// whole, and is often a link into a run's output folder: it may be a link.
+    /// A progress file is only counted, never written and never shown, and is often a link
+    /// into a run's output folder: it may be a link. A manifest's content is shown (its
+    /// fields, an excerpt when it does not parse), so it may not.
     fn follows_links(self) -> bool {
-        matches!(self, Role::Progress | Role::Manifest)
+        self == Role::Progress
     }
 
     /// The files whose content decides a restart or a release are judged by their folder even
@@ -503,8 +504,8 @@ fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
                 role.elsewhere()
             ),
             _ => format!(
-                "'{}' is a symbolic link: mihari never follows a link at a job's lock, log or \
-                 marker path; replace it with a regular file or point '{}' elsewhere",
+                "'{}' is a symbolic link: mihari never follows a link at a job's lock, log, \
+                 manifest or marker path; replace it with a regular file or point '{}' elsewhere",
                 path.display(),
                 role.setting()
             ),
