@@ -1,6 +1,6 @@
 //! `probe::files::stamp` on real files: modification times to the nanosecond, and the
 //! difference between "nothing yet" (missing, zero bytes) and "cannot read" (a directory,
-//! a pipe, a path through a file).
+//! a pipe, a link, a path through a file).
 
 use std::fs::{self, File};
 use std::time::{Duration, SystemTime};
@@ -88,18 +88,24 @@ fn a_named_pipe_is_a_fault_and_does_not_block() {
     assert!(error.contains("named pipe"), "{error}");
 }
 
+/// A link at a job's log is never followed (issue 9: a planted `job.log -> ~/precious.txt`):
+/// dangling or not, it is a fault that names it and says what to do.
 #[test]
-fn symlinks_are_followed_and_a_dangling_one_is_empty() {
+fn a_link_at_the_log_is_a_fault_naming_it_never_followed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let target = dir.path().join("real.log");
     let link = dir.path().join("job.log");
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    assert_eq!(stamp(&link), Reading::Empty);
-    fs::write(&target, b"line\n").expect("write");
-    assert!(matches!(
-        stamp(&link),
-        Reading::Found(FileStamp { len: 5, .. })
-    ));
+    for content in [None, Some(&b"line\n"[..])] {
+        if let Some(content) = content {
+            fs::write(&target, content).expect("write");
+        }
+        let reading = stamp(&link);
+        let error = reading.fault().expect("a fault");
+        assert!(error.contains("is a symbolic link"), "{error}");
+        assert!(error.contains(&format!("'{}'", link.display())), "{error}");
+        assert!(error.contains("point 'log' elsewhere"), "{error}");
+    }
 }
 
 #[test]

@@ -252,11 +252,15 @@ fn check_not_writable_by_others(path: &Path, mode: u32) -> Result<(), ConfigErro
     })
 }
 
-/// Refuses when a folder above the file is writable by group or others without the sticky
-/// bit: anyone who can write there can replace the file. Both the folders as written and
-/// the folders of the real file (after symlinks) count. A folder that cannot be examined is
-/// skipped: the file was just opened through it, and the file's own check still holds.
+/// Refuses when a folder above the file can be changed by someone other than the operator or
+/// root: it belongs to another user, or group or others can write it without the sticky bit
+/// (the folder rule of [`crate::probe::safe_open::folder_writer`], which a job's lock and log
+/// follow too). Whoever can change such a folder can replace the file. Both the folders as
+/// written and the folders of the real file (after symlinks) count. A folder that cannot be
+/// examined is skipped: the file was just opened through it, and the file's own check still
+/// holds.
 fn check_folders(path: &Path) -> Result<(), ConfigError> {
+    use crate::probe::safe_open::{FolderWriter, folder_writer};
     let mut folders: Vec<PathBuf> = Vec::new();
     if let Ok(absolute) = std::path::absolute(path) {
         folders.extend(absolute.ancestors().skip(1).map(Path::to_path_buf));
@@ -264,6 +268,7 @@ fn check_folders(path: &Path) -> Result<(), ConfigError> {
     if let Ok(real) = fs::canonicalize(path) {
         folders.extend(real.ancestors().skip(1).map(Path::to_path_buf));
     }
+    let operator = nix::unistd::geteuid().as_raw();
     let mut seen = std::collections::HashSet::new();
     for folder in folders {
         if folder.as_os_str().is_empty() || !seen.insert(folder.clone()) {
@@ -273,21 +278,30 @@ fn check_folders(path: &Path) -> Result<(), ConfigError> {
             continue;
         };
         let mode = meta.permissions().mode();
-        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-            let shown = folder.display().to_string();
-            return Err(ConfigError {
-                path: path.to_path_buf(),
-                position: Some((1, 1)),
-                message: format!(
-                    "the folder {} holding the jobs file has mode {}: it is writable by group \
-                     or others without the sticky bit, so anyone there could replace the file, \
-                     and it names commands that will run; run: chmod go-w {}",
-                    quote(&shown),
-                    quote(&format!("{:04o}", mode & 0o7777)),
-                    shell_word(&shown)
-                ),
-            });
-        }
+        let Some(writer) = folder_writer(meta.uid(), mode, operator) else {
+            continue;
+        };
+        let shown = folder.display().to_string();
+        let message = match writer {
+            FolderWriter::GroupOrOthers { .. } => format!(
+                "the folder {} holding the jobs file has mode {}: it is writable by group \
+                 or others without the sticky bit, so anyone there could replace the file, \
+                 and it names commands that will run; run: chmod go-w {}",
+                quote(&shown),
+                quote(&format!("{:04o}", mode & 0o7777)),
+                shell_word(&shown)
+            ),
+            FolderWriter::Owner(_) => format!(
+                "{}, and it holds the jobs file, which names commands that will run; move \
+                 the jobs file to a folder only you can write",
+                writer.describe(&folder)
+            ),
+        };
+        return Err(ConfigError {
+            path: path.to_path_buf(),
+            position: Some((1, 1)),
+            message,
+        });
     }
     Ok(())
 }

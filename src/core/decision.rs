@@ -273,10 +273,27 @@ pub fn restart_refusal(row: &Assessment) -> Option<String> {
             .as_ref()
             .map(|held| format!("{held}: dispatching anything new waits until nothing is RED")),
         _ => Some(format!(
-            "restart is offered on RESTART and DISPATCH rows; '{}' is {}",
+            "restart is offered on RESTART and DISPATCH rows; '{}' is {}{}",
             row.id,
-            row.state.as_str()
+            row.state.as_str(),
+            faults(row)
         )),
+    }
+}
+
+/// The faults behind a row, said after a refusal so that the operator sees what to fix (a
+/// link planted at the lock, a named pipe at the log) rather than only "UNKNOWN".
+fn faults(row: &Assessment) -> String {
+    let faults: Vec<&str> = row
+        .reasons
+        .iter()
+        .map(String::as_str)
+        .filter(|reason| reason.contains(": fault: "))
+        .collect();
+    if faults.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", faults.join("; "))
     }
 }
 
@@ -299,8 +316,9 @@ pub fn release_refusal(row: &Assessment) -> Option<String> {
             row.id
         )),
         (_, Some(Liveness::Unknown)) => Some(format!(
-            "the holder of '{}' is unknown; never released while unknown",
-            row.id
+            "the holder of '{}' is unknown; never released while unknown{}",
+            row.id,
+            faults(row)
         )),
         _ => Some(format!(
             "release is offered on DEAD_LOCK_STALE rows; '{}' is {}",

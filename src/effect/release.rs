@@ -5,12 +5,13 @@
 //! identity — device, inode, modification time, length and content — is compared with the
 //! one taken when the dialog opened. To close the window between that check and the removal,
 //! the file is first renamed aside, the renamed file is checked, and only then unlinked; a
-//! file that changed in between is put back and nothing is removed.
+//! file that changed in between is put back and nothing is removed. Every step goes through
+//! the lock's folder, opened and judged once ([`crate::probe::safe_open`]): a link at the
+//! lock's path is refused, never followed, and a folder someone else can change is refused.
 
-use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -18,21 +19,25 @@ use super::{Outcome, OutcomeKind};
 use crate::core::decision::{FileIdentity, ReleasePlan};
 use crate::core::{Liveness, Reading};
 use crate::probe::lock::read_lock;
+use crate::probe::safe_open::{self, Entry, OpenError, Purpose, Role};
 use crate::store::{Kind, NewEvent, Store};
 
 /// A lock is a PID and a little JSON; reading more to hash it is pointless.
 const IDENTITY_READ_LIMIT: u64 = 64 * 1024;
 
-/// The identity of the file at `path` now.
+/// The identity of the lock at `path` now, read through the one safe open: a link, a named
+/// pipe or a folder someone else can change is refused, never followed or read.
 pub fn identity(path: &Path) -> Result<FileIdentity, String> {
-    let mut file =
-        fs::File::open(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot stat '{}': {e}", path.display()))?;
+    let entry = safe_open::locate(path, Role::Lock, Purpose::Write).map_err(|e| words(path, e))?;
+    identity_of(&entry)
+}
+
+/// The identity of the lock `entry` names now.
+fn identity_of(entry: &Entry) -> Result<FileIdentity, String> {
+    let path = entry.path();
+    let safe_open::Opened { file, meta } = entry.open_read().map_err(|e| words(path, e))?;
     let mut content = Vec::new();
-    file.by_ref()
-        .take(IDENTITY_READ_LIMIT)
+    file.take(IDENTITY_READ_LIMIT)
         .read_to_end(&mut content)
         .map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
     Ok(FileIdentity {
@@ -42,6 +47,13 @@ pub fn identity(path: &Path) -> Result<FileIdentity, String> {
         len: meta.len(),
         content: crate::store::hex(&Sha256::digest(&content)),
     })
+}
+
+fn words(path: &Path, error: OpenError) -> String {
+    match error {
+        OpenError::Missing => format!("the lock '{}' is gone", path.display()),
+        OpenError::Refused(why) => why,
+    }
 }
 
 pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
@@ -82,17 +94,25 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
         Err(error) => return refuse(store, error),
     }
     // Rename aside, check what was renamed, then unlink: the path can be replaced between a
-    // check and an unlink, but not between a rename and a check of the renamed file.
-    let aside = aside_path(&plan.path);
-    if let Err(error) = fs::rename(&plan.path, &aside) {
+    // check and an unlink, but not between a rename and a check of the renamed file. Every
+    // step goes through the folder judged safe, so none can be sent elsewhere by a link.
+    let entry = match safe_open::locate(&plan.path, Role::Lock, Purpose::Write) {
+        Ok(entry) => entry,
+        Err(error) => return refuse(store, words(&plan.path, error)),
+    };
+    let aside = match entry.sibling(&format!(".mihari-release-{}", std::process::id())) {
+        Ok(aside) => aside,
+        Err(error) => return refuse(store, format!("cannot hold the lock's folder: {error}")),
+    };
+    if let Err(error) = entry.rename_to(&aside) {
         return refuse(store, format!("cannot move the lock aside: {error}"));
     }
-    match identity(&aside) {
+    match identity_of(&aside) {
         Ok(moved) if moved == plan.identity => {}
         other => {
             // Someone replaced the file just now: put theirs back, untouched.
-            let _ = fs::hard_link(&aside, &plan.path);
-            let _ = fs::remove_file(&aside);
+            let _ = aside.link_to(&entry);
+            let _ = aside.unlink();
             let why = match other {
                 Ok(_) => "the lock changed as it was being removed".to_string(),
                 Err(error) => error,
@@ -100,8 +120,8 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
             return refuse(store, why);
         }
     }
-    if let Err(error) = fs::remove_file(&aside) {
-        let _ = fs::rename(&aside, &plan.path);
+    if let Err(error) = aside.unlink() {
+        let _ = aside.rename_to(&entry);
         return refuse(store, format!("cannot remove the lock: {error}"));
     }
     let who = plan
@@ -118,10 +138,4 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
         result: OutcomeKind::Released,
         message: format!("lock of '{}' ({who}) released", plan.job),
     }
-}
-
-fn aside_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".mihari-release-{}", std::process::id()));
-    PathBuf::from(name)
 }

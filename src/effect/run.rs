@@ -6,15 +6,18 @@
 //! `/proc/self/stat`), starting the command in its own process group with its output appended
 //! to the job's log, forwarding SIGTERM, SIGINT and SIGHUP to that group, recording
 //! `started`, `exited`, `failed` or `duplicate` in the event log, and removing the lock when
-//! the job is over — only while the lock still names this process. The job matters more
-//! than the record: when the state store cannot be opened or written, the job still runs and
-//! a warning goes to stderr. No store transaction is ever held while the job runs, and no
+//! the job is over — only while the lock still names this process. The log and the lock are
+//! opened only through [`crate::probe::safe_open`], the log first: a link, a named pipe or a
+//! folder someone else can change at either path refuses the run (exit 73) before the job
+//! starts, the lock is written or anything is recorded. The job matters more than the
+//! record: when the state store cannot be opened or written, the job still runs and a
+//! warning goes to stderr. No store transaction is ever held while the job runs, and no
 //! event ever carries a path or a command line. It judges nothing about other jobs.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -30,6 +33,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::config::{Config, JobSpec};
 use crate::core::text::inert;
 use crate::probe::lock::parse_lock;
+use crate::probe::safe_open::{self, Entry, OpenError, Purpose, Role, Write as WriteMode};
 use crate::store::{Kind, NewEvent, Store};
 
 /// The job, its route or its run id cannot be run as asked: fix the jobs file or the
@@ -297,6 +301,18 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
         }
     };
 
+    // The log first: a log that cannot be used safely (a link, a named pipe, a folder others
+    // can write) refuses the run before the lock is touched or anything is recorded.
+    let log = match &plan.log {
+        Some(log) => match open_log(log) {
+            Ok(file) => Some(file),
+            Err(why) => {
+                let _ = writeln!(record.err, "mihari: cannot run job '{}': {why}", plan.job);
+                return EXIT_CANNOT_CREATE;
+            }
+        },
+        None => None,
+    };
     let lock = match acquire(&plan.lock) {
         Acquired::Held(lock) => lock,
         Acquired::Busy(holder) => {
@@ -338,7 +354,7 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
     // when the spawn fails a moment later.
     record.append(event(Kind::Started).reason(format!("pid {pid}")));
 
-    let mut command = match prepare(plan, &lock) {
+    let mut command = match prepare(plan, &lock, log) {
         Ok(command) => command,
         Err((reason, code, message)) => {
             let _ = writeln!(record.err, "mihari: {message}");
@@ -385,9 +401,13 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
 }
 
 /// The command, ready to spawn: its own process group, its folder and environment, stdin
-/// closed, output appended to the log. Errors carry the event reason (no paths), the exit
-/// code and the message for the operator (with paths).
-fn prepare(plan: &Plan, lock: &HeldLock) -> Result<tokio::process::Command, (String, u8, String)> {
+/// closed, output appended to the log (opened before the lock). Errors carry the event reason
+/// (no paths), the exit code and the message for the operator (with paths).
+fn prepare(
+    plan: &Plan,
+    lock: &HeldLock,
+    log: Option<File>,
+) -> Result<tokio::process::Command, (String, u8, String)> {
     match fs::metadata(&plan.cwd) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -426,27 +446,16 @@ fn prepare(plan: &Plan, lock: &HeldLock) -> Result<tokio::process::Command, (Str
         // Its own group: a Ctrl-C in mihari's terminal reaches mihari, which forwards it to
         // the whole job (its children too) once, instead of the terminal racing us.
         .process_group(0);
-    if let Some(log) = &plan.log {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o644)
-            .open(log)
-            .and_then(|file| Ok((file.try_clone()?, file)));
-        match file {
-            Ok((out, errors)) => {
-                command.stdout(out).stderr(errors);
+    if let Some(log) = log {
+        match log.try_clone() {
+            Ok(errors) => {
+                command.stdout(log).stderr(errors);
             }
             Err(error) => {
                 return Err((
-                    format!("cannot open the log: {}", error.kind()),
+                    format!("cannot share the log: {}", error.kind()),
                     EXIT_CANNOT_CREATE,
-                    format!(
-                        "cannot open the log '{}' of job '{}' for appending: {error}; create \
-                         its folder or fix 'log'",
-                        log.display(),
-                        plan.job
-                    ),
+                    format!("cannot share the log of job '{}': {error}", plan.job),
                 ));
             }
         }
@@ -543,73 +552,60 @@ impl Holder {
     }
 }
 
-/// The job's lock file, opened and `flock`ed by this process.
+/// Opens the job's log to append its output, through the one safe open: never through a
+/// link, never a named pipe or a device, never in a folder someone else can change, and in
+/// a shared sticky folder only the operator's own file with one name. Created 0644 when
+/// missing.
+pub fn open_log(log: &Path) -> Result<File, String> {
+    safe_open::locate(log, Role::Log, Purpose::Write)
+        .and_then(|entry| entry.open_write(WriteMode::Append { mode: 0o644 }))
+        .map(|opened| opened.file)
+        .map_err(|error| match error {
+            OpenError::Refused(why) => why,
+            OpenError::Missing => format!("cannot open the log '{}'", log.display()),
+        })
+}
+
+/// The job's lock file, opened and `flock`ed by this process, with its name in the folder
+/// that was judged safe.
 struct HeldLock {
     flock: Flock<File>,
-    path: PathBuf,
+    entry: Entry,
 }
 
 /// Opens (creating, 0644, never truncating: the content belongs to whoever holds it) and
-/// `flock`s the lock at `path`.
+/// `flock`s the lock at `path`, through the one safe open (no link, no pipe, no folder someone
+/// else can change, no file of someone else's in a shared folder).
 ///
 /// A lock file is removed when its run ends, so between our `open` and our `flock` the
 /// previous holder may have unlinked it: the lock we got is then on a file nobody else will
-/// ever open. The path is checked to still name the very file we locked; if not, we retry
+/// ever open. The name is checked to still name the very file we locked; if not, we retry
 /// with the new one.
 fn acquire(path: &Path) -> Acquired {
+    let entry = match safe_open::locate(path, Role::Lock, Purpose::Write) {
+        Ok(entry) => entry,
+        Err(OpenError::Refused(why)) => return Acquired::Error(why),
+        Err(OpenError::Missing) => {
+            return Acquired::Error(format!("cannot open the lock '{}'", path.display()));
+        }
+    };
     for _ in 0..16 {
-        let file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(path)
-        {
-            Ok(file) => file,
-            Err(error) => {
-                let hint = match error.kind() {
-                    io::ErrorKind::NotFound => "; create its folder first",
-                    io::ErrorKind::PermissionDenied => "; fix the permissions or the 'lock' path",
-                    _ => "",
-                };
-                return Acquired::Error(format!(
-                    "cannot open the lock '{}': {error}{hint}",
-                    path.display()
-                ));
+        let file = match entry.open_write(WriteMode::Update { mode: 0o644 }) {
+            Ok(opened) => opened.file,
+            Err(OpenError::Refused(why)) => return Acquired::Error(why),
+            Err(OpenError::Missing) => {
+                return Acquired::Error(format!("cannot open the lock '{}'", path.display()));
             }
         };
-        match file.metadata() {
-            Ok(meta) if meta.is_file() => {}
-            Ok(_) => {
-                return Acquired::Error(format!(
-                    "the lock '{}' is not a regular file: remove it or fix the 'lock' path",
-                    path.display()
-                ));
-            }
-            Err(error) => {
-                return Acquired::Error(format!(
-                    "cannot read the lock '{}': {error}",
-                    path.display()
-                ));
-            }
-        }
         let flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(flock) => flock,
-            Err((_, Errno::EWOULDBLOCK)) => return Acquired::Busy(read_holder(path)),
+            Err((_, Errno::EWOULDBLOCK)) => return Acquired::Busy(read_holder(&entry)),
             Err((_, errno)) => {
                 return Acquired::Error(format!("cannot lock '{}': {errno}", path.display()));
             }
         };
-        let same_file = match (flock.metadata(), fs::metadata(path)) {
-            (Ok(ours), Ok(named)) => ours.dev() == named.dev() && ours.ino() == named.ino(),
-            _ => false,
-        };
-        if same_file {
-            return Acquired::Held(HeldLock {
-                flock,
-                path: path.to_path_buf(),
-            });
+        if entry.names(&flock) {
+            return Acquired::Held(HeldLock { flock, entry });
         }
     }
     Acquired::Error(format!(
@@ -618,12 +614,16 @@ fn acquire(path: &Path) -> Acquired {
     ))
 }
 
-/// Reads who holds the lock at `path`, waiting briefly for a winner that has not written its
-/// PID yet.
-fn read_holder(path: &Path) -> Holder {
+/// Reads who holds the lock named by `entry`, waiting briefly for a winner that has not
+/// written its PID yet.
+fn read_holder(entry: &Entry) -> Holder {
     let deadline = std::time::Instant::now() + HOLDER_WAIT;
     loop {
-        let text = read_limited(path).unwrap_or_default();
+        let text = entry
+            .open_read()
+            .ok()
+            .and_then(|opened| read_limited(&opened.file).ok())
+            .unwrap_or_default();
         if let Ok(content) = parse_lock(&text) {
             let gone = matches!(
                 crate::probe::proc::lookup(content.pid),
@@ -652,13 +652,19 @@ fn read_holder(path: &Path) -> Holder {
     }
 }
 
-fn read_limited(path: &Path) -> io::Result<String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    file.take(LOCK_READ_LIMIT).read_to_end(&mut bytes)?;
+/// At most [`LOCK_READ_LIMIT`] bytes of an open lock, from its start.
+fn read_limited(file: &File) -> io::Result<String> {
+    let mut bytes = vec![0; LOCK_READ_LIMIT as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read_at(&mut bytes[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    bytes.truncate(filled);
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -668,7 +674,7 @@ impl HeldLock {
     }
 
     /// Replaces the lock's content: truncate, write, fsync, so a crash never leaves half a
-    /// PID behind.
+    /// PID behind. Only ever on the file opened and verified in [`acquire`].
     fn write(&self, content: &str) -> io::Result<()> {
         let file = self.file();
         file.set_len(0)?;
@@ -676,30 +682,32 @@ impl HeldLock {
         file.sync_all()
     }
 
-    /// Removes the lock file if it still names `pid` (re-read first: someone may have
-    /// released and re-taken it), then releases the `flock`. The order matters: a file is
-    /// only ever removed while we hold its lock.
+    /// Removes the lock file if its name still names the file we hold and it still names
+    /// `pid` (someone may have released and re-taken it), then releases the `flock`. The
+    /// order matters: a file is only ever removed while we hold its lock, and only through
+    /// the folder judged when it was taken.
     fn release(self, pid: u32, err: &mut impl Write) {
-        let ours = read_limited(&self.path)
-            .ok()
-            .and_then(|text| parse_lock(&text).ok())
-            .is_some_and(|content| content.pid == pid);
+        let path = self.entry.path().display().to_string();
+        let named = self.entry.names(self.file());
+        let ours = named
+            && read_limited(self.file())
+                .ok()
+                .and_then(|text| parse_lock(&text).ok())
+                .is_some_and(|content| content.pid == pid);
         if ours {
-            if let Err(error) = fs::remove_file(&self.path)
+            if let Err(error) = self.entry.remove_if_names(self.file())
                 && error.kind() != io::ErrorKind::NotFound
             {
                 let _ = writeln!(
                     err,
-                    "mihari: warning: cannot remove the lock '{}': {error}; remove it by hand \
-                     (mihari release)",
-                    self.path.display()
+                    "mihari: warning: cannot remove the lock '{path}': {error}; remove it by \
+                     hand (mihari release)"
                 );
             }
         } else {
             let _ = writeln!(
                 err,
-                "mihari: warning: the lock '{}' no longer names pid {pid}; left in place",
-                self.path.display()
+                "mihari: warning: the lock '{path}' no longer names pid {pid}; left in place"
             );
         }
         drop(self.flock);

@@ -6,7 +6,6 @@
 //! the job's log. This module starts and watches one process; it records nothing itself (the
 //! executor does, before and after).
 
-use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -26,19 +25,13 @@ pub fn spawn_run(
     job: &JobSpec,
     plan: &RestartPlan,
 ) -> Result<Child, String> {
-    // Both streams into the log, appended; without a log, nowhere.
+    // Both streams into the log, appended; without a log, nowhere. Opened as `mihari run`
+    // opens it (never a link, a named pipe or a file in a folder others can change), so a
+    // planted log refuses the restart here, before anything is spawned.
     let (output, errors) = match &job.log {
         Some(log) => {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .map_err(|error| {
-                    format!(
-                        "cannot open the job's log '{}' for its output: {error}",
-                        log.display()
-                    )
-                })?;
+            let file = super::run::open_log(log)
+                .map_err(|why| format!("cannot open the job's log for its output: {why}"))?;
             let second = file
                 .try_clone()
                 .map_err(|error| format!("cannot share the log handle: {error}"))?;

@@ -4,22 +4,24 @@
 //! life and holding JSON with its PID and start time (field 22 of `/proc/self/stat`), so the
 //! dashboard can tell a live watcher from a dead one and a reused PID from the same process.
 //! A lock left by a watcher that died (or whose PID was reused) is taken over, and the caller
-//! records the takeover; a live holder makes the newcomer step aside, named.
+//! records the takeover; a live holder makes the newcomer step aside, named. The file is
+//! opened only through [`crate::probe::safe_open`]: a link, a named pipe or a file that is not
+//! the operator's own at that path is refused and left as it is, never truncated.
 
-use std::fs::{self, File};
-use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{Read, Seek, Write as _};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::core::{Liveness, Reading};
-use crate::probe::lock::{parse_lock, read_lock};
+use crate::probe::lock::{parse_lock, read_lock_as};
+use crate::probe::safe_open::{self, Entry, OpenError, Purpose, Role, Write};
 
 /// A held watch lock; dropping it removes the file and releases the lock.
 pub struct WatchLock {
-    path: PathBuf,
+    entry: Entry,
     flock: Option<Flock<File>>,
 }
 
@@ -43,30 +45,29 @@ const NOT_ALIVE_GRACE: Duration = Duration::from_secs(3);
 /// still name the very file locked, or the newcomer tries again with the new one.
 pub fn acquire(state_dir: &Path) -> Result<Acquired, String> {
     let path = state_dir.join(crate::engine::record_watch_lock_name());
+    // Through the one safe open: never a link (a planted `watch.lock -> ~/precious.conf` is
+    // refused, never truncated), never a file that is not the operator's own.
+    let refused = |error: OpenError| match error {
+        OpenError::Refused(why) => why,
+        OpenError::Missing => format!("cannot open the watch lock '{}'", path.display()),
+    };
+    let entry = safe_open::locate(&path, Role::WatchLock, Purpose::Write).map_err(refused)?;
     let deadline = Instant::now() + NOT_ALIVE_GRACE;
     loop {
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("cannot open the watch lock '{}': {e}", path.display()))?;
+        let mut file = match entry.open_write(Write::Update { mode: 0o600 }) {
+            Ok(opened) => opened.file,
+            Err(error) => return Err(refused(error)),
+        };
         let mut previous = String::new();
-        let _ = file.read_to_string(&mut previous);
+        let _ = (&mut file).take(64 * 1024).read_to_string(&mut previous);
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(flock) => {
-                let same_file = match (flock.metadata(), fs::metadata(&path)) {
-                    (Ok(ours), Ok(named)) => ours.dev() == named.dev() && ours.ino() == named.ino(),
-                    _ => false,
-                };
-                if same_file {
-                    return take(flock, path, &previous);
+                if entry.names(&flock) {
+                    return take(flock, entry, &previous);
                 }
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                let holder = read_lock(&path);
+                let holder = read_lock_as(&path, Role::WatchLock);
                 let alive = matches!(&holder, Reading::Found(h) if h.liveness == Liveness::Alive);
                 if alive || Instant::now() >= deadline {
                     return Ok(busy(&path, holder));
@@ -109,11 +110,12 @@ fn busy(path: &Path, holder: Reading<crate::core::LockHolder>) -> Acquired {
 }
 
 /// Writes our PID into the lock just taken; says what it took over from.
-fn take(mut flock: Flock<File>, path: PathBuf, previous: &str) -> Result<Acquired, String> {
+fn take(mut flock: Flock<File>, entry: Entry, previous: &str) -> Result<Acquired, String> {
+    let path = entry.path().to_path_buf();
     // The flock is ours; whatever the file says was left by a watcher that is gone.
     let takeover = match parse_lock(previous) {
         Ok(old) => {
-            let judged = match read_lock(&path) {
+            let judged = match read_lock_as(&path, Role::WatchLock) {
                 Reading::Found(holder) => holder,
                 _ => return Err(format!("the watch lock '{}' vanished", path.display())),
             };
@@ -143,7 +145,7 @@ fn take(mut flock: Flock<File>, path: PathBuf, previous: &str) -> Result<Acquire
         .map_err(|e| format!("cannot write the watch lock '{}': {e}", path.display()))?;
     Ok(Acquired::Taken(
         WatchLock {
-            path,
+            entry,
             flock: Some(flock),
         },
         takeover,
@@ -152,8 +154,11 @@ fn take(mut flock: Flock<File>, path: PathBuf, previous: &str) -> Result<Acquire
 
 impl Drop for WatchLock {
     fn drop(&mut self) {
-        // Remove while still holding the flock, so no newcomer locks a file about to vanish.
-        let _ = fs::remove_file(&self.path);
+        // Remove while still holding the flock, so no newcomer locks a file about to vanish;
+        // and only while the name still names the file we hold.
+        if let Some(flock) = &self.flock {
+            let _ = self.entry.remove_if_names(flock);
+        }
         drop(self.flock.take());
     }
 }

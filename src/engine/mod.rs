@@ -510,7 +510,10 @@ impl Engine {
         }
         // The watcher's death is news too: the dashboard must say at once that nothing watches.
         if let WatcherStatus::Alive { pid, .. } = self.watcher
-            && let Reading::Found(holder) = crate::probe::lock::read_lock(&self.watch_lock_path())
+            && let Reading::Found(holder) = crate::probe::lock::read_lock_as(
+                &self.watch_lock_path(),
+                crate::probe::safe_open::Role::WatchLock,
+            )
             && holder.pid == Some(pid)
             && let Some(ticks) = holder.start_ticks
         {

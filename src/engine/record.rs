@@ -16,7 +16,8 @@ use chrono::{DateTime, Duration, Utc};
 use crate::config::{Config, JobSpec};
 use crate::core::text::inert;
 use crate::core::{Evidence, HeartbeatReading, History, Liveness, PendingApproval, Reading};
-use crate::probe::lock::read_lock;
+use crate::probe::lock::read_lock_as;
+use crate::probe::safe_open::Role;
 use crate::store::{Actor, Approval, ApprovalWait, Event, Heartbeat, Kind, Store};
 
 /// The file the machine watcher locks in `state_dir` (JSON with its pid and start time).
@@ -281,7 +282,7 @@ impl WatcherStatus {
 /// Reads the watch lock and the event log: is a machine watching this state_dir?
 pub fn watcher_status(store: Option<&Store>, config: &Config, now: DateTime<Utc>) -> WatcherStatus {
     let lock = config.settings.state_dir.join(WATCH_LOCK);
-    match read_lock(&lock) {
+    match read_lock_as(&lock, Role::WatchLock) {
         Reading::Found(holder) if holder.liveness == Liveness::Alive => {
             return WatcherStatus::Alive {
                 pid: holder.pid.unwrap_or(0),

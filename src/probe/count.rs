@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -147,26 +147,17 @@ impl LineCounter {
     /// complete line; a fault when it is not a regular file or cannot be read, and then what
     /// was remembered about it is left as it was.
     pub fn count(&mut self, path: &Path) -> Reading<LineCount> {
-        // O_NONBLOCK: a FIFO where the progress file should be must fault, not hang.
-        let file = match File::options()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(path)
-        {
-            Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                self.seen.remove(path);
-                return Reading::Empty;
-            }
-            Err(error) => return super::fault(path, error),
-        };
-        let meta = match file.metadata() {
-            Ok(meta) => meta,
-            Err(error) => return super::fault(path, error),
-        };
-        if !meta.is_file() {
-            return super::fault(path, super::files::not_a_file(&meta));
-        }
+        // Through the one safe open: a FIFO where the progress file should be faults, never
+        // hangs, and a device is never opened.
+        let super::safe_open::Opened { file, meta } =
+            match super::safe_open::read(path, super::safe_open::Role::Progress) {
+                Ok(opened) => opened,
+                Err(super::safe_open::OpenError::Missing) => {
+                    self.seen.remove(path);
+                    return Reading::Empty;
+                }
+                Err(error) => return super::files::refused(error),
+            };
         let modified = match super::files::modified_utc(&meta) {
             Ok(modified) => modified,
             Err(error) => return super::fault(path, error),

@@ -1,31 +1,28 @@
 //! File modification times as evidence (the log), and the file-kind and mtime helpers the
 //! other probes share.
 //!
-//! This module owns one `stat` per call: a regular file's modification time (nanoseconds) and
+//! This module owns one `lstat` per call: a regular file's modification time (nanoseconds) and
 //! length. It never opens or reads the file, so a huge log costs nothing, and it never treats
-//! a directory or a device where a file should be as "nothing yet": that is a fault.
+//! a directory, a device or a link where a file should be as "nothing yet": that is a fault.
+//! Opening goes through [`super::safe_open`], never around it.
 
 use std::fs::Metadata;
-use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use super::safe_open::{self, OpenError, Role};
 use crate::core::{FileStamp, Reading};
 
-/// The file's modification time and length; empty when it does not exist or is zero bytes;
-/// a fault when it is not a regular file or cannot be stat'ed (permission denied, a path
-/// through a file, ...).
+/// The log's modification time and length; empty when it does not exist or is zero bytes;
+/// a fault when it is a link, not a regular file, or cannot be stat'ed (permission denied, a
+/// path through a file, ...).
 pub fn stamp(path: &Path) -> Reading<FileStamp> {
-    let meta = match std::fs::metadata(path) {
+    let meta = match safe_open::look(path, Role::Log) {
         Ok(meta) => meta,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Reading::Empty,
-        Err(error) => return super::fault(path, error),
+        Err(error) => return refused(error),
     };
-    if !meta.is_file() {
-        return super::fault(path, not_a_file(&meta));
-    }
     if meta.len() == 0 {
         return Reading::Empty;
     }
@@ -35,6 +32,15 @@ pub fn stamp(path: &Path) -> Reading<FileStamp> {
             len: meta.len(),
         }),
         Err(error) => super::fault(path, error),
+    }
+}
+
+/// What a path that could not be opened reads as: empty when nothing is there, else a fault
+/// with the refusal's words (which name the path).
+pub fn refused<T>(error: OpenError) -> Reading<T> {
+    match error {
+        OpenError::Missing => Reading::Empty,
+        OpenError::Refused(why) => Reading::Fault(crate::core::text::inert(&why)),
     }
 }
 
@@ -48,19 +54,7 @@ pub fn modified_utc(meta: &Metadata) -> Result<DateTime<Utc>, String> {
 
 /// Names what a non-regular file is, for a fault ("it is a directory, not a file").
 pub fn not_a_file(meta: &Metadata) -> String {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a named pipe"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "a device"
-    } else {
-        "something other than a regular file"
-    };
-    format!("it is {what}, not a file")
+    format!("it is {}, not a file", safe_open::kind_words(meta.mode()))
 }
 
 /// A small regular file read whole: its metadata, its modification time and up to
@@ -72,24 +66,16 @@ pub struct SmallFile {
 }
 
 /// Reads a small regular file for a probe: `Empty` when it does not exist, a fault when it
-/// is not a regular file or cannot be read. Opened with O_NONBLOCK, so a FIFO where the file
-/// should be faults instead of hanging the whole pass.
-pub fn read_small(path: &Path, limit: u64) -> Result<SmallFile, Reading<std::convert::Infallible>> {
+/// is not a regular file, is a link at a lock's path, or cannot be read. Opened through
+/// [`safe_open::read`], so a FIFO where the file should be faults instead of hanging the
+/// whole pass.
+pub fn read_small(
+    path: &Path,
+    role: Role,
+    limit: u64,
+) -> Result<SmallFile, Reading<std::convert::Infallible>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::File::options()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Err(Reading::Empty),
-        Err(error) => return Err(super::fault(path, error)),
-    };
-    let meta = file.metadata().map_err(|error| super::fault(path, error))?;
-    if !meta.is_file() {
-        return Err(super::fault(path, not_a_file(&meta)));
-    }
+    let safe_open::Opened { file, meta } = safe_open::read(path, role).map_err(refused)?;
     let modified = modified_utc(&meta).map_err(|error| super::fault(path, error))?;
     let mut bytes = Vec::new();
     file.take(limit + 1)

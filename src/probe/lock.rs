@@ -13,6 +13,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
 use super::proc::{self, PID_MAX_LIMIT, ProcLookup};
+use super::safe_open::Role;
 use crate::core::text::inert;
 use crate::core::{Liveness, LockHolder, Reading};
 
@@ -293,15 +294,21 @@ pub fn judge_holder(
     }
 }
 
-/// Reads the lock at `path` and judges its holder's liveness: empty when the lock does not
-/// exist, a fault when it cannot be read (a directory, permission denied), otherwise the
-/// holder with its liveness.
+/// Reads a job's lock at `path` and judges its holder's liveness: empty when the lock does not
+/// exist, a fault when it cannot be read (a directory, a link, a folder others can write,
+/// permission denied), otherwise the holder with its liveness.
 pub fn read_lock(path: &Path) -> Reading<LockHolder> {
+    read_lock_as(path, Role::Lock)
+}
+
+/// [`read_lock`] for a lock of another kind (a resource lock, the watch lock), which decides
+/// the rules it is opened by ([`super::safe_open`]).
+pub fn read_lock_as(path: &Path, role: Role) -> Reading<LockHolder> {
     let super::files::SmallFile {
         meta,
         modified,
         bytes,
-    } = match super::files::read_small(path, LOCK_READ_LIMIT) {
+    } = match super::files::read_small(path, role, LOCK_READ_LIMIT) {
         Ok(file) => file,
         Err(reading) => return super::files::absent(reading),
     };

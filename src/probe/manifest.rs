@@ -30,7 +30,8 @@ const MANIFEST_READ_LIMIT: u64 = 4 * 1024 * 1024;
 pub fn read_manifest(path: &Path) -> Reading<ManifestReading> {
     let super::files::SmallFile {
         modified, bytes, ..
-    } = match super::files::read_small(path, MANIFEST_READ_LIMIT) {
+    } = match super::files::read_small(path, super::safe_open::Role::Manifest, MANIFEST_READ_LIMIT)
+    {
         Ok(file) => file,
         Err(reading) => return super::files::absent(reading),
     };

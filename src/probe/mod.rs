@@ -11,6 +11,7 @@ pub mod files;
 pub mod lock;
 pub mod manifest;
 pub mod proc;
+pub mod safe_open;
 pub mod table;
 pub mod tail;
 
@@ -37,7 +38,9 @@ impl Prober {
         let lock = job.lock.as_deref().map(lock::read_lock);
         let resource_lock = match (&job.resource_lock, &job.lock) {
             (Some(resource), Some(own)) if resource == own => None,
-            (Some(resource), _) => Some(lock::read_lock(resource)),
+            (Some(resource), _) => {
+                Some(lock::read_lock_as(resource, safe_open::Role::ResourceLock))
+            }
             (None, _) => None,
         };
         Evidence {

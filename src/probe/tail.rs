@@ -5,12 +5,13 @@
 //! and a single "line" can be a progress bar redrawn with '\r' for hours without a newline, so
 //! it must never read the whole file: the bytes it reads are capped ([`MAX_READ_BYTES`]) and
 //! each line keeps at most [`MAX_LINE_BYTES`]. It must never hang on a named pipe, never
-//! open a device, never let a control character or an escape sequence through, and never
-//! treat a file it cannot read as an empty one.
+//! open a device, never show what a link at the log's path points to, never let a control
+//! character or an escape sequence through, and never treat a file it cannot read as an empty
+//! one.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::core::Reading;
@@ -40,8 +41,8 @@ pub const TRUNCATED_MARK: char = '…';
 /// A trailing line without its final '\n' (still being written) is included. A '\r' at the
 /// end of a line ("\r\n" files) is dropped; every other control character and escape
 /// sequence is made inert. Invalid UTF-8 becomes U+FFFD. Empty when the file does not exist
-/// or has zero bytes; a fault when it is not a regular file (a directory, a named pipe, a
-/// device) or cannot be read.
+/// or has zero bytes; a fault when it is a link or not a regular file (a directory, a named
+/// pipe, a device) or cannot be read.
 pub fn tail_lines(path: &Path, max_lines: usize) -> Reading<Vec<String>> {
     tail_lines_counted(path, max_lines).0
 }
@@ -49,26 +50,12 @@ pub fn tail_lines(path: &Path, max_lines: usize) -> Reading<Vec<String>> {
 /// [`tail_lines`], also answering how many bytes of the file were read, so that tests (and a
 /// curious benchmark) can see that a huge file costs a bounded read.
 pub fn tail_lines_counted(path: &Path, max_lines: usize) -> (Reading<Vec<String>>, u64) {
-    // Look before opening: opening a device can have effects (a tape rewinds), and a named
-    // pipe has nothing to tail.
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return (Reading::Empty, 0),
-        Err(error) => return (super::fault(path, error), 0),
-    };
-    if !meta.is_file() {
-        return (super::fault(path, not_a_file(&meta)), 0);
-    }
-    // O_NONBLOCK: if the path was swapped for a named pipe since the look, open must not wait
-    // for a writer. O_NOCTTY: nor may a terminal become ours.
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return (Reading::Empty, 0),
-        Err(error) => return (super::fault(path, error), 0),
+    // The one safe open looks before opening (opening a device can have effects, a named pipe
+    // has nothing to tail), never follows a link (its target's content is never shown), and
+    // opens O_NONBLOCK | O_NOCTTY, so a path swapped for a pipe meanwhile cannot hang it.
+    let file = match super::safe_open::read(path, super::safe_open::Role::Log) {
+        Ok(opened) => opened.file,
+        Err(error) => return (super::files::refused(error), 0),
     };
     let mut bytes_read = 0;
     // A file truncated while it is being read answers a short read: read it once more from
