@@ -11,9 +11,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -24,6 +23,7 @@ use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category};
+use crate::effect::notify::{Finished, Notice, Notifier};
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
 use crate::engine::live::{Arrivals, Live, next_batch};
@@ -34,8 +34,6 @@ use crate::store::{Actor, Kind, NewEvent, Store};
 
 /// Exit code when another watcher already watches this state_dir.
 pub const EXIT_ALREADY_WATCHING: u8 = 75;
-/// How long `escalate_command` may run before it is killed and the failure recorded.
-const ESCALATE_TIMEOUT: StdDuration = StdDuration::from_secs(20);
 
 /// Runs the watcher on the jobs file: long-running, or one pass with `once`.
 pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCode {
@@ -122,10 +120,10 @@ struct Watcher {
     /// suppression is recorded once, then the watcher sleeps until then instead of asking
     /// again on every pass.
     cooling: HashMap<String, DateTime<Utc>>,
-    /// Where `escalate_command`'s results come back when it runs off the loop (the
-    /// long-running watcher: a hanging notifier must not blind it); `None` runs it at once
-    /// (`--once`, which would exit before a background result came back).
-    escalation_results: Option<mpsc::UnboundedSender<Input>>,
+    /// `escalate_command`'s runs, off the loop and a few at a time (a hanging notifier must
+    /// not blind the watcher, nor a flood of escalations start a process each); `None` when
+    /// the jobs file has no `escalate_command`.
+    notifier: Option<Notifier>,
 }
 
 impl Watcher {
@@ -178,7 +176,7 @@ impl Watcher {
             capped_keys,
             next_cut,
             cooling: HashMap::new(),
-            escalation_results: None,
+            notifier: None,
         }
     }
 
@@ -325,8 +323,9 @@ impl Watcher {
         }
     }
 
-    /// Tells a human once: records the episode and `escalated`, then runs `escalate_command`
-    /// with the one-line message as its last argument. A failure is recorded, never fatal.
+    /// Tells a human once: records the episode and `escalated` now, when it is decided, then
+    /// hands the one-line message to the notifier, which runs `escalate_command` with it as
+    /// its last argument when there is room. A failure is recorded, never fatal.
     fn escalate(&mut self, condition: &Condition, store: &mut Store) {
         let job = (condition.job != NO_JOB).then_some(condition.job.as_str());
         let opened = store
@@ -342,23 +341,21 @@ impl Watcher {
         }
         let _ = store.append(event);
         let _ = store.mark_escalated(&condition.job, condition.kind.as_str());
-        let Some(command) = &self.config.settings.escalate_command else {
-            return;
-        };
-        let message = format!("mihari: {}", condition.message);
-        let (kind, job) = (condition.kind, job.map(str::to_string));
-        match &self.escalation_results {
-            Some(sender) => {
-                let (sender, command) = (sender.clone(), command.clone());
-                tokio::task::spawn_blocking(move || {
-                    let result = run_escalate_command(&command, &message);
-                    let _ = sender.send(Input::Escalated { kind, job, result });
-                });
-            }
-            None => {
-                let result = run_escalate_command(command, &message);
-                record_escalate_result(store, kind, job.as_deref(), result);
-            }
+        if let Some(notifier) = &mut self.notifier {
+            notifier.tell(Notice {
+                kind: condition.kind,
+                job: job.map(str::to_string),
+                message: format!("mihari: {}", condition.message),
+            });
+        }
+    }
+
+    /// A notifier run has been reported: its failure recorded, its place given to what
+    /// queued behind it.
+    fn notified(&mut self, finished: &Finished, store: &mut Store) {
+        record_escalate_result(store, finished);
+        if let Some(notifier) = &mut self.notifier {
+            notifier.finished(finished.run);
         }
     }
 
@@ -458,56 +455,39 @@ impl Watcher {
     }
 }
 
-/// Runs `escalate_command` with `message` appended: argv, no shell, a timeout.
-/// Records a failed `escalate_command` (a success needs no record: `escalated` is already
-/// there).
-fn record_escalate_result(
-    store: &mut Store,
-    kind: EscalationKind,
-    job: Option<&str>,
-    result: Result<(), String>,
-) {
-    if let Err(error) = result {
-        let mut event = NewEvent::new(Kind::Escalated).reason(format!(
-            "escalate_command failed ({}): {error}",
-            kind.as_str()
-        ));
-        if let Some(job) = job {
-            event = event.job(job);
+/// Records a failed `escalate_command` run (a success needs no record: `escalated` is
+/// already there): for its one escalation, or once for those it told together.
+fn record_escalate_result(store: &mut Store, finished: &Finished) {
+    let Err(error) = &finished.result else {
+        return;
+    };
+    let event = match finished.notices.as_slice() {
+        [one] => {
+            let event = NewEvent::new(Kind::Escalated).reason(format!(
+                "escalate_command failed ({}): {error}",
+                one.kind.as_str()
+            ));
+            match &one.job {
+                Some(job) => event.job(job),
+                None => event,
+            }
         }
-        let _ = store.append(event);
-    }
+        [] => NewEvent::new(Kind::Escalated).reason(format!("escalate_command failed: {error}")),
+        many => NewEvent::new(Kind::Escalated).reason(format!(
+            "escalate_command failed for {} escalations told together: {error}",
+            many.len()
+        )),
+    };
+    let _ = store.append(event);
 }
 
-fn run_escalate_command(command: &[String], message: &str) -> Result<(), String> {
-    let (program, args) = command
-        .split_first()
-        .ok_or_else(|| "escalate_command is empty".to_string())?;
-    let mut child = Command::new(program)
-        .args(args)
-        .arg(message)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run '{program}': {e}"))?;
-    let deadline = std::time::Instant::now() + ESCALATE_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => return Err(format!("'{program}' exited with {status}")),
-            Ok(None) if std::time::Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "'{program}' timed out after {} s",
-                    ESCALATE_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(StdDuration::from_millis(20)),
-            Err(error) => return Err(format!("cannot wait for '{program}': {error}")),
-        }
-    }
+/// A notifier for the jobs file's `escalate_command`, reporting through `report`.
+fn notifier_for(
+    config: &Config,
+    report: impl Fn(Finished) + Send + Sync + 'static,
+) -> Option<Notifier> {
+    let command = config.settings.escalate_command.clone()?;
+    Some(Notifier::new(command, report))
 }
 
 /// What reaches the long-running watcher.
@@ -515,12 +495,8 @@ enum Input {
     Trigger(Trigger),
     Checks(CheckResultFor),
     Restarted(String, Outcome),
-    /// What an `escalate_command` run off the loop came to.
-    Escalated {
-        kind: EscalationKind,
-        job: Option<String>,
-        result: Result<(), String>,
-    },
+    /// What an `escalate_command` run came to.
+    Notified(Finished),
     Stop,
 }
 
@@ -549,7 +525,10 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
     )?;
     let now = Utc::now();
     let mut watcher = Watcher::new(config.clone(), store, now);
-    watcher.escalation_results = Some(sender.clone());
+    let notified = sender.clone();
+    watcher.notifier = notifier_for(&config, move |finished| {
+        let _ = notified.send(Input::Notified(finished));
+    });
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
     let mut waits: Vec<(String, DateTime<Utc>)>;
@@ -586,16 +565,23 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
         let mut restarted = false;
         for input in batch {
             match input {
-                Input::Stop => return Ok(()),
+                Input::Stop => {
+                    // Notifiers end with the watcher: none is left behind to run unwatched.
+                    let ended = watcher.notifier.as_mut().map_or(0, Notifier::stop);
+                    if ended > 0 {
+                        eprintln!(
+                            "mihari watch: stopped {ended} escalate_command run(s) still going"
+                        );
+                    }
+                    return Ok(());
+                }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),
                 Input::Restarted(job, outcome) => {
                     watcher.outcome(&job, &outcome, store);
                     restarted = true;
                 }
-                Input::Escalated { kind, job, result } => {
-                    record_escalate_result(store, kind, job.as_deref(), result);
-                }
+                Input::Notified(finished) => watcher.notified(&finished, store),
             }
         }
         let now = Utc::now();
@@ -632,11 +618,23 @@ fn one_pass(config: Config, mut store: Store, interval_sec: u64) -> ExitCode {
     let now = Utc::now();
     let snapshot = live.start(now);
     let mut watcher = Watcher::new(config.clone(), &store, now);
+    let (report, reports) = std::sync::mpsc::channel();
+    watcher.notifier = notifier_for(&config, move |finished| {
+        let _ = report.send(finished);
+    });
     let (decisions, _) = watcher.pass(&live, &snapshot, &mut store, now);
     for decision in decisions {
         let outcome = effect::execute(&decision, &config, Actor::Watcher);
         println!("{}", crate::core::text::inert(&outcome.message));
         watcher.outcome(decision.job(), &outcome, &mut store);
+    }
+    // The pass tells what it found before it exits: each run ends within its timeout, and
+    // what queued behind the first ones goes out together in one more.
+    while watcher.notifier.as_ref().is_some_and(|n| !n.is_idle()) {
+        match reports.recv_timeout(crate::effect::notify::TIMEOUT * 2) {
+            Ok(finished) => watcher.notified(&finished, &mut store),
+            Err(_) => break,
+        }
     }
     let _ = store.append(NewEvent::new(Kind::WatcherPass).reason(format!(
         "once, interval {interval_sec} s, pid {}",

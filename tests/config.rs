@@ -101,6 +101,8 @@ const REFUSALS: &[Refusal] = &[
     refusal("jobs_without_value",              3,  5, "",              "write 'jobs: []'"),
     refusal("repeated_check_name",             9, 15, "no_gaps",       "first at line 7"),
     refusal("repeated_route_name",             9, 19, "local",         "first at line 8"),
+    refusal("check_name_with_control",         7, 15, "no gaps",       "holds a control character"),
+    refusal("route_name_with_control",         8, 19, "local",         "holds a control character"),
     // values that would be silently wrong
     refusal("bad_digest_at",                   2, 14, "9am",           "HH:MM"),
     refusal("other_users_home",                3, 10, "~alice/collect.log", "only '~/'"),

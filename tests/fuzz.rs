@@ -1740,3 +1740,41 @@ proptest! {
         prop_assert_eq!(inert(&raw), raw);
     }
 }
+
+/// Combining marks (acute, dot below, enclosing keycap), a zero-width joiner and a variation
+/// selector: characters drawn in the cell before them.
+const MARKS: [char; 5] = ['\u{301}', '\u{323}', '\u{20e3}', '\u{200d}', '\u{fe0f}'];
+
+proptest! {
+    #![proptest_config(cases(3_000))]
+
+    /// A pile of marks on a character is cut to `MAX_MARKS`, and nothing else changes: the
+    /// characters, their order, and the first marks of each pile.
+    #[test]
+    fn inert_keeps_at_most_two_marks_per_character(
+        cells in prop::collection::vec(
+            (
+                prop::option::of(prop::sample::select(vec!['a', 'é', '日', ' ', '🦀'])),
+                prop::collection::vec(prop::sample::select(MARKS.to_vec()), 0..12),
+            ),
+            0..40,
+        ),
+    ) {
+        let mut raw = String::new();
+        let mut want = String::new();
+        for (base, marks) in &cells {
+            if let Some(base) = base {
+                raw.push(*base);
+                want.push(*base);
+            } else if !raw.is_empty() {
+                // No base: the marks join the previous pile, and so does its cut.
+                continue;
+            }
+            raw.extend(marks.iter());
+            want.extend(marks.iter().take(mihari::core::text::MAX_MARKS));
+        }
+        prop_assert_eq!(inert(&raw), want.clone());
+        prop_assert!(is_inert(&want));
+        check_inert(&raw)?;
+    }
+}

@@ -830,6 +830,127 @@ fn key_from_a_file_is_the_sha256_of_its_content() {
     assert!(stderr.contains("missing.txt"), "{stderr}");
 }
 
+/// Runs `mihari ARGS` with a guard: a command that hangs (the bug this guards against) is
+/// killed after 30 s and reported, instead of hanging the test suite.
+fn mihari_guarded(sandbox: &Sandbox, args: &[&str]) -> (i32, String, String) {
+    let mut child = sandbox
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mihari runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mihari {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    outcome(child.wait_with_output().expect("output"))
+}
+
+/// Approval inputs that never end or are absurdly large (issue 9, item 15): `--key-from
+/// /dev/zero` read forever, `--key-from` a named pipe with no writer waited forever, and a
+/// 120 KB summary was stored and printed whole. Each is now refused at once with exit 3 (a
+/// refused argument), says what to do, and stores nothing.
+#[test]
+fn approval_inputs_that_never_end_or_are_too_large_are_refused_and_store_nothing() {
+    let mut sandbox = Sandbox::new();
+    sandbox.simple_job("publisher", "[true]");
+    let fifo = sandbox.path("key.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let huge = sandbox.path("huge.bin");
+    fs::File::create(&huge)
+        .and_then(|f| f.set_len(65 * 1024 * 1024))
+        .expect("a sparse 65 MiB file");
+    let folder = sandbox.path("a-folder");
+    fs::create_dir(&folder).expect("mkdir");
+    let long_summary = "x".repeat(120 * 1024);
+    let long_step = "s".repeat(10 * 1024);
+    let (fifo, huge, folder) = (
+        fifo.display().to_string(),
+        huge.display().to_string(),
+        folder.display().to_string(),
+    );
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["--key-from", "/dev/zero", "--summary", "s"],
+            &["'/dev/zero'", "a device", "regular file"],
+        ),
+        (
+            &["--key-from", &fifo, "--summary", "s"],
+            &["key.fifo", "a named pipe", "regular file"],
+        ),
+        (
+            &["--key-from", &folder, "--summary", "s"],
+            &["a-folder", "a directory", "regular file"],
+        ),
+        (
+            &["--key-from", &huge, "--summary", "s"],
+            &["huge.bin", "64 MiB"],
+        ),
+        (
+            &["--key", "k-1", "--summary", &long_summary],
+            &[
+                "--summary",
+                "4096 bytes",
+                "122880",
+                "put the detail in a file",
+            ],
+        ),
+        (
+            &["--key", "k-1", "--summary", "s", "--step", &long_step],
+            &["--step", "128 bytes"],
+        ),
+    ];
+    for (extra, phrases) in cases {
+        let mut args = vec!["approval", "request", "publisher"];
+        if !extra.contains(&"--step") {
+            args.extend(["--step", "publish"]);
+        }
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = mihari_guarded(&sandbox, &args);
+        let shown: Vec<&str> = extra.iter().map(|a| &a[..a.len().min(40)]).collect();
+        let context = format!("{shown:?}: exit {code}\nstdout: {stdout}\nstderr: {stderr}");
+        assert_eq!(code, 3, "{context}");
+        for phrase in phrases {
+            assert!(stderr.contains(phrase), "missing {phrase:?}: {context}");
+        }
+        assert!(stdout.is_empty(), "{context}");
+        assert!(
+            stderr.len() < 1024,
+            "the refusal does not echo the input: {context}"
+        );
+        assert!(
+            sandbox
+                .store()
+                .approvals(false)
+                .expect("approvals")
+                .is_empty(),
+            "{context}"
+        );
+    }
+    // At the limits, the request is taken.
+    let limit_summary = "y".repeat(4096);
+    let (code, _, stderr) = mihari_guarded(
+        &sandbox,
+        &[
+            "approval",
+            "request",
+            "publisher",
+            "--step",
+            "publish",
+            "--key",
+            "k-2",
+            "--summary",
+            &limit_summary,
+        ],
+    );
+    assert_eq!(code, 10, "{stderr}");
+}
+
 #[test]
 fn claim_exits_0_once_then_1_and_records_the_duplicate() {
     let mut sandbox = Sandbox::new();

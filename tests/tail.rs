@@ -11,9 +11,10 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use mihari::core::Reading;
-use mihari::core::text::{inert, is_inert};
+use mihari::core::text::{inert, is_inert, is_mark};
 use mihari::probe::tail::{
-    CHUNK_BYTES, MAX_LINE_BYTES, MAX_READ_BYTES, TRUNCATED_MARK, tail_lines, tail_lines_counted,
+    CHUNK_BYTES, LOOKBEHIND_BYTES, MAX_LINE_BYTES, MAX_READ_BYTES, TRUNCATED_MARK, shown_line,
+    tail_lines, tail_lines_counted,
 };
 use proptest::prelude::*;
 
@@ -27,10 +28,27 @@ fn write(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
     path
 }
 
+/// A long line as shown, the slow way: the whole line made inert, then cut to its last
+/// `MAX_LINE_BYTES` bytes at a character boundary, moved past marks that belong to the
+/// character before the cut.
+fn cut_after_inert(line: &[u8]) -> String {
+    let safe = inert(&String::from_utf8_lossy(line));
+    let mut at = safe.len().saturating_sub(MAX_LINE_BYTES);
+    while !safe.is_char_boundary(at) {
+        at += 1;
+    }
+    while let Some(mark) = safe[at..].chars().next().filter(|&c| is_mark(c)) {
+        at += mark.len_utf8();
+    }
+    format!("{TRUNCATED_MARK}{}", &safe[at..])
+}
+
 /// The slow, obviously right tail: split the whole file on '\n' (a final '\n' ends the last
 /// line, it does not start an empty one), drop one '\r' at each line's end, keep the last
-/// `n`, and show a line longer than `MAX_LINE_BYTES` as the mark and its last bytes (moved
-/// forward past at most three UTF-8 continuation bytes).
+/// `n`, and show a line longer than `MAX_LINE_BYTES` as the mark and the end of its inert
+/// text. A line longer than what the reader keeps behind the cut is shown by
+/// `shown_line` (whose own properties are tested below): this compares the backwards
+/// reader's assembly of lines with reading everything.
 fn naive_tail(content: &[u8], n: usize) -> Reading<Vec<String>> {
     if content.is_empty() {
         return Reading::Empty;
@@ -45,15 +63,10 @@ fn naive_tail(content: &[u8], n: usize) -> Reading<Vec<String>> {
                 if line.len() <= MAX_LINE_BYTES {
                     return inert(&String::from_utf8_lossy(line));
                 }
-                let mut start = line.len() - MAX_LINE_BYTES;
-                let limit = start + 3;
-                while start < limit && line[start] & 0xC0 == 0x80 {
-                    start += 1;
+                if line.len() <= MAX_LINE_BYTES + LOOKBEHIND_BYTES {
+                    return cut_after_inert(line);
                 }
-                format!(
-                    "{TRUNCATED_MARK}{}",
-                    inert(&String::from_utf8_lossy(&line[start..]))
-                )
+                shown_line(line)
             })
             .collect(),
     )
@@ -250,6 +263,83 @@ fn a_long_line_is_shown_as_its_end() {
     assert_eq!(found[2], "last");
 }
 
+/// Issue 9, item 16: a long line was cut to its last bytes before it was made inert, so a
+/// cut inside an escape sequence showed the rest of the sequence as text (a hyperlink's URL,
+/// a colour's parameters, a clipboard payload). The cut now falls outside every sequence.
+#[test]
+fn a_long_line_cut_inside_an_escape_sequence_never_shows_its_payload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let osc = format!(
+        "{}\u{1b}]8;;http://{}.example/\u{1b}\\{}",
+        "a".repeat(1000),
+        "PAYLOAD".repeat(20),
+        "b".repeat(4000)
+    );
+    let csi = format!("{}\u{1b}[38;5;196m{}", "a".repeat(1000), "b".repeat(4092));
+    // Longer than anything looked at behind the cut: found by its terminator.
+    let clipboard = format!(
+        "{}\u{1b}]52;c;{}\u{7}{}",
+        "a".repeat(100),
+        "Q".repeat(10_000),
+        "b".repeat(3000)
+    );
+    for (name, line, payload) in [
+        ("osc", &osc, "PAYLOAD"),
+        ("csi", &csi, "196m"),
+        ("clipboard", &clipboard, "Q"),
+    ] {
+        let cut = line.len() - MAX_LINE_BYTES;
+        let starts = line.find(['\u{1b}']).expect("a sequence");
+        let ends = line.rfind(['\\', 'm', '\u{7}']).expect("its end");
+        assert!(
+            starts < cut && cut < ends,
+            "{name}: the cut falls inside it"
+        );
+        let path = write(
+            dir.path(),
+            &format!("{name}.log"),
+            format!("first\n{line}\nlast\n").as_bytes(),
+        );
+        let found = tail_lines(&path, 3).found().expect("found").clone();
+        assert_eq!(found[0], "first");
+        assert_eq!(found[2], "last");
+        let shown = &found[1];
+        assert!(shown.starts_with(TRUNCATED_MARK), "{name}: {shown}");
+        assert!(
+            !shown.contains(payload),
+            "{name}: the payload is shown: {shown}"
+        );
+        assert!(
+            !shown.contains('\u{2407}'),
+            "{name}: its terminator is shown: {shown}"
+        );
+        assert!(
+            shown.ends_with(&"b".repeat(3000)),
+            "{name}: the text after it is kept"
+        );
+        assert!(is_inert(shown), "{name}");
+        assert!(
+            shown.len() <= TRUNCATED_MARK.len_utf8() + MAX_LINE_BYTES,
+            "{name}"
+        );
+    }
+}
+
+/// Issue 9, item 16: 900 combining marks on one letter were shown whole (and wrapped into
+/// nine rows of the detail pane). A letter keeps at most two.
+#[test]
+fn a_pile_of_combining_marks_is_cut_to_two_per_letter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = format!("e{} done\nvi\u{1ec7}t\n", "\u{301}".repeat(900));
+    let path = write(dir.path(), "marks.log", line.as_bytes());
+    let found = tail_lines(&path, 2).found().expect("found").clone();
+    assert_eq!(found[0], "e\u{301}\u{301} done");
+    // Two marks on a letter are ordinary text (Vietnamese 'ệ' decomposed), kept as written.
+    let decomposed = "vie\u{323}\u{302}t";
+    let path = write(dir.path(), "vi.log", format!("{decomposed}\n").as_bytes());
+    assert_eq!(tail_lines(&path, 1), lines(&[decomposed]));
+}
+
 #[test]
 fn a_missing_or_zero_byte_file_is_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -334,6 +424,64 @@ proptest! {
         prop_assert_eq!(&reading, &naive_tail(&content, n));
         if let Reading::Found(found) = &reading {
             prop_assert!(found.iter().all(|line| is_inert(line)));
+        }
+    }
+}
+
+/// A piece of a log line for the cut's property: plain text, a colour, a lone BEL, a pile
+/// of marks, or a hyperlink or clipboard sequence whose payload is made of 'ж', a letter no
+/// other piece holds (so a payload shown anywhere is seen), sometimes longer than what is
+/// kept behind the cut.
+fn line_piece() -> impl Strategy<Value = String> {
+    let text = prop_oneof![
+        4 => "[a-z ]{1,60}",
+        1 => "[é日€ ]{1,20}",
+        1 => (any::<u8>(), 1usize..5000).prop_map(|(b, n)| ((b % 26 + b'a') as char).to_string().repeat(n)),
+    ];
+    let csi = ("[0-9;]{0,12}", "[@-~]").prop_map(|(params, last)| format!("\u{1b}[{params}{last}"));
+    let payload = prop_oneof![
+        3 => 0usize..200,
+        1 => 200usize..9000,
+    ];
+    let osc = (
+        prop::sample::select(vec!["\u{1b}]8;;", "\u{1b}]52;c;", "\u{1b}P", "\u{9d}0;"]),
+        payload,
+        prop::sample::select(vec!["\u{7}", "\u{1b}\\", "\u{9c}"]),
+    )
+        .prop_map(|(intro, n, end)| format!("{intro}{}{end}", "ж".repeat(n)));
+    prop_oneof![
+        6 => text,
+        2 => csi,
+        3 => osc,
+        1 => Just("\u{7}".to_string()),
+        1 => (1usize..10).prop_map(|n| "\u{301}".repeat(n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The cut of a long line falls outside every sequence: what is shown is inert, holds no
+    /// payload, is at most `MAX_LINE_BYTES` after the mark, and is the end of the whole
+    /// line's inert text (exactly the slow version when the line fits in what is kept).
+    #[test]
+    fn a_long_line_is_cut_after_it_is_made_inert(
+        pieces in prop::collection::vec(line_piece(), 1..40),
+    ) {
+        let line = pieces.concat();
+        let shown = shown_line(line.as_bytes());
+        prop_assert!(is_inert(&shown));
+        prop_assert!(!shown.contains('ж'), "a payload is shown: {}", shown);
+        if line.len() <= MAX_LINE_BYTES {
+            prop_assert_eq!(&shown, &inert(&line));
+        } else {
+            let end = shown.strip_prefix(TRUNCATED_MARK).expect("the mark");
+            prop_assert!(end.len() <= MAX_LINE_BYTES);
+            prop_assert!(inert(&line).ends_with(end), "not the end of the inert line: {}", end);
+            prop_assert!(!end.starts_with(is_mark), "cut between a letter and its marks");
+            if line.len() <= MAX_LINE_BYTES + LOOKBEHIND_BYTES {
+                prop_assert_eq!(&shown, &cut_after_inert(line.as_bytes()));
+            }
         }
     }
 }

@@ -1047,3 +1047,57 @@ fn hostile_text_reaches_the_real_backend_inert() {
         );
     }
 }
+
+/// Issue 9, item 16: a log line with 900 combining marks on one letter wrapped into nine rows
+/// of the detail pane (the wrap counted each mark as a column). Read by the real tail code
+/// from a real file and drawn through the view, it takes one row.
+#[test]
+fn a_pile_of_combining_marks_in_the_log_tail_takes_one_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("export.log");
+    std::fs::write(
+        &log,
+        format!("before\nz{} after the marks\nlast\n", "\u{301}".repeat(900)),
+    )
+    .unwrap();
+    let lines = mihari::probe::tail::tail_lines(&log, 10);
+    let mut model = model_at(120, 40);
+    update(
+        &mut model,
+        Msg::Tail {
+            job: "export".into(),
+            lines,
+        },
+    );
+    update(&mut model, key(KeyCode::Enter));
+    let (width, height) = model.size;
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| view(&model, frame)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let rows: Vec<String> = (0..height)
+        .map(|y| {
+            (0..width)
+                .map(|x| buffer[(x, y)].symbol().to_string())
+                .collect()
+        })
+        .collect();
+    let row_of = |text: &str| {
+        rows.iter()
+            .position(|row| row.contains(text))
+            .unwrap_or_else(|| panic!("'{text}' is not drawn:\n{}", rows.join("\n")))
+    };
+    let (before, marks, last) = (
+        row_of("  before"),
+        row_of("after the marks"),
+        row_of("  last"),
+    );
+    assert_eq!(
+        (marks - before, last - marks),
+        (1, 1),
+        "the marked line takes one row:\n{}",
+        rows.join("\n")
+    );
+    let cell = rows[marks].find('z').expect("the letter");
+    let drawn: String = rows[marks][cell..].chars().take(3).collect();
+    assert_eq!(drawn, "z\u{301}\u{301}", "one letter and two marks");
+}

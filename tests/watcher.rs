@@ -3,6 +3,7 @@
 //! `escalate_command`, and the dashboard's "no machine is watching".
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -746,4 +747,226 @@ fn a_watcher_killed_during_restarts_leaves_no_false_failed_verdicts_for_runs_tha
         // Each spawn is recorded once, by the claimer or by recovery.
         assert_eq!(sandbox.count("spawned"), jobs, "{pause}");
     }
+}
+
+/// The processes (not zombies) whose environment holds `mark`, with their command lines.
+fn marked_processes(mark: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let environ = fs::read(entry.path().join("environ")).unwrap_or_default();
+        let marked = environ.split(|b| *b == 0).any(|var| var == mark.as_bytes());
+        if marked && alive(pid as u32) {
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// Kills what is left of the notifiers marked `mark` when a test ends, passed or not.
+struct Leftovers(String);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (pid, _) in marked_processes(&self.0) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Issue 9, item 12: 600 escalations with a notifier that hangs started a process each (1,024
+/// at once), delayed new escalations, and the notifiers outlived the watcher. Here 300 jobs
+/// whose checks fail, one escalation each, and a notifier that hangs. At most four notifiers
+/// run at once; each escalation is recorded when it is decided, not when
+/// a notifier gets to it; what queued behind the four goes out as one message when one of
+/// them ends; a new escalation is still recorded; and `kill -TERM` of the watcher leaves no
+/// notifier behind, nor the `sleep` each one started.
+#[test]
+fn hundreds_of_escalations_run_at_most_four_notifiers_and_none_outlives_the_watcher() {
+    const JOBS: usize = 300;
+    let mut sandbox = Sandbox::new();
+    let told = sandbox.path("told.txt");
+    let script = sandbox.path("notify.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\nsleep 120\n",
+            told.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let mark = format!("MIHARI_TEST_NOTIFIER={}", sandbox.dir.path().display());
+    let _leftovers = Leftovers(mark.clone());
+    let mut text = format!(
+        "settings:\n  state_dir: state\n  escalate_command: [\"env\", \"{mark}\", \"{}\"]\njobs:\n",
+        script.display()
+    );
+    for i in 0..JOBS {
+        text.push_str(&format!(
+            "  - id: j{i:03}\n    lock: j{i:03}.lock\n    log: j{i:03}.log\n    \
+             should_run_when: [resource_free]\n    checks:\n      \
+             - {{ name: gaps, command: [\"false\"], every_sec: 3600 }}\n"
+        ));
+    }
+    fs::write(sandbox.path("jobs.yaml"), text).unwrap();
+    fs::set_permissions(sandbox.path("jobs.yaml"), fs::Permissions::from_mode(0o600)).unwrap();
+
+    let watcher = sandbox.watch(&[]);
+    let escalated = |kind: &str| {
+        sandbox
+            .store()
+            .events(&EventFilter {
+                kind: Some("escalated".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(&format!("kind {kind}")))
+            .count()
+    };
+    let notifiers = || {
+        marked_processes(&mark)
+            .iter()
+            .filter(|(_, cmdline)| cmdline.contains("notify.sh"))
+            .count()
+    };
+    let most = std::cell::Cell::new(0);
+    sandbox.wait_until(
+        Duration::from_secs(180),
+        "every escalation recorded",
+        || {
+            most.set(most.get().max(notifiers()));
+            escalated("broken-rule") == JOBS
+        },
+    );
+    for _ in 0..20 {
+        most.set(most.get().max(notifiers()));
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(most.get() <= 4, "{} notifiers ran at once", most.get());
+    assert!(most.get() > 0, "no notifier ran");
+    // All 300 are recorded while the four notifiers still hang: none waited for one.
+    let lines = fs::read_to_string(&told).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 4, "told: {lines}");
+
+    // One notifier ends (its sleep is killed): what queued goes out as one message.
+    let (sleep, _) = marked_processes(&mark)
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.starts_with("sleep"))
+        .expect("a notifier's sleep");
+    kill(Pid::from_raw(sleep), Signal::SIGKILL).unwrap();
+    sandbox.wait_until(Duration::from_secs(30), "the coalesced message", || {
+        fs::read_to_string(&told).is_ok_and(|t| t.contains("more need a human"))
+    });
+    let lines = fs::read_to_string(&told).unwrap();
+    assert_eq!(lines.lines().count(), 5, "told: {lines}");
+    let together = lines.lines().last().unwrap();
+    assert!(together.contains("296 more need a human: j"), "{together}");
+    assert!(together.len() < 400, "one short line: {together}");
+
+    // A new escalation is recorded while every notifier is busy.
+    let out = sandbox.mihari(&[
+        "approval",
+        "request",
+        "j007",
+        "--step",
+        "delete",
+        "--key",
+        "k-7",
+        "--summary",
+        "wipe",
+    ]);
+    assert_eq!(out.status.code(), Some(10), "{out:?}");
+    sandbox.wait_until(Duration::from_secs(60), "the new escalation", || {
+        escalated("irreversible") == 1
+    });
+    assert!(notifiers() <= 4);
+
+    // The watcher stops on SIGTERM and takes every notifier with it.
+    kill(Pid::from_raw(watcher as i32), Signal::SIGTERM).unwrap();
+    let child = sandbox
+        .watchers
+        .iter_mut()
+        .find(|c| c.id() == watcher)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {}", sandbox.stderrs());
+    sandbox.wait_until(Duration::from_secs(10), "no notifier left", || {
+        marked_processes(&mark).is_empty()
+    });
+}
+
+/// One job stopped with no way to restart it, told through a notifier that hangs (a shell
+/// that starts a `sleep` of its own), marked with `mark` in its environment.
+fn hanging_notifier(sandbox: &Sandbox, mark: &str) -> PathBuf {
+    let started = sandbox.path("notifier-started");
+    sandbox.config(
+        &format!(
+            "  escalate_command: [\"env\", \"{mark}\", \"sh\", \"-c\", \"touch {}; sleep 120; true\"]\n",
+            started.display()
+        ),
+        "    restart:\n      command: [\"true\"]\n",
+    );
+    sandbox.dead_lock("run-1");
+    started
+}
+
+/// A notifier past its 20 s is killed with its whole process group: the `sleep` it started
+/// goes too (only the shell was killed before), and the failure is recorded.
+#[test]
+fn a_notifier_past_its_timeout_is_killed_with_everything_it_started() {
+    let mut sandbox = Sandbox::new();
+    let mark = format!("MIHARI_TEST_NOTIFIER={}", sandbox.dir.path().display());
+    let _leftovers = Leftovers(mark.clone());
+    let started = hanging_notifier(&sandbox, &mark);
+    let watcher = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the notifier", || started.exists());
+    assert!(!marked_processes(&mark).is_empty());
+    sandbox.wait_until(Duration::from_secs(60), "the timeout recorded", || {
+        sandbox
+            .store()
+            .events(&EventFilter {
+                kind: Some("escalated".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .iter()
+            .any(|e| {
+                e.reason
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("timed out after 20 s")
+            })
+    });
+    sandbox.wait_until(Duration::from_secs(10), "the notifier's group gone", || {
+        marked_processes(&mark).is_empty()
+    });
+    assert!(alive(watcher));
+}
+
+/// Ctrl-C (SIGINT) stops the watcher, and the notifier it was running stops with it: a
+/// notifier runs in a group of its own, so the terminal's SIGINT does not reach it.
+#[test]
+fn sigint_to_the_watcher_leaves_no_notifier_behind() {
+    let mut sandbox = Sandbox::new();
+    let mark = format!("MIHARI_TEST_NOTIFIER={}", sandbox.dir.path().display());
+    let _leftovers = Leftovers(mark.clone());
+    let started = hanging_notifier(&sandbox, &mark);
+    let watcher = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(10), "the notifier", || started.exists());
+    kill(Pid::from_raw(watcher as i32), Signal::SIGINT).unwrap();
+    let status = sandbox.watchers[0].wait().unwrap();
+    assert!(status.success(), "{status}: {}", sandbox.stderrs());
+    sandbox.wait_until(Duration::from_secs(10), "no notifier left", || {
+        marked_processes(&mark).is_empty()
+    });
+    assert!(
+        sandbox.stderrs().contains("stopped 1 escalate_command run"),
+        "{}",
+        sandbox.stderrs()
+    );
 }

@@ -268,6 +268,22 @@ fn request_approval(
     if step.trim().is_empty() {
         return refuse("--step '' is empty: name the step (delete, overwrite, publish, ...)");
     }
+    if step.len() > STEP_MAX_BYTES {
+        return refuse(&format!(
+            "--step is {} bytes, more than the {STEP_MAX_BYTES} bytes a step may have: name \
+             the step in a word or two (delete, overwrite, publish, ...) and say the rest in \
+             --summary",
+            step.len()
+        ));
+    }
+    if summary.len() > SUMMARY_MAX_BYTES {
+        return refuse(&format!(
+            "--summary is {} bytes, more than the {SUMMARY_MAX_BYTES} bytes an operator can \
+             read in the approval list and the escalation: put the detail in a file and pass \
+             its path in the summary ('delete 12 shards, list in /path/to/list.txt')",
+            summary.len()
+        ));
+    }
     let key = match key {
         KeySource::Given(key) => match checked_key(&key) {
             Ok(key) => key,
@@ -277,8 +293,8 @@ fn request_approval(
             Ok(key) => key,
             Err(error) => {
                 return refuse(&format!(
-                    "cannot read '{}' for --key-from: {error}",
-                    path.display()
+                    "cannot take the key from '{}' (--key-from): {error}",
+                    inert(&path.display().to_string())
                 ));
             }
         },
@@ -346,21 +362,74 @@ fn checked_key(key: &str) -> Result<String, String> {
     }
 }
 
-/// Lower-case hex sha256 of the file's content, read in pieces (it may be large).
-fn sha256_of_file(path: &Path) -> io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+/// The longest `--step`: a step is a word or two (delete, publish, send), shown in every
+/// approval line and escalation.
+const STEP_MAX_BYTES: usize = 128;
+
+/// The longest `--summary`: one screenful an operator reads before approving. Stored and
+/// printed whole, so a longer one would fill the approval list and the escalation message;
+/// the detail belongs in a file the summary names.
+const SUMMARY_MAX_BYTES: usize = 4096;
+
+/// The largest file `--key-from` hashes. Far above any manifest or list a job asks about,
+/// and it bounds the time a request can take (about a second of hashing).
+const KEY_FILE_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Lower-case hex sha256 of the content of the regular file at `path`, streamed in pieces.
+///
+/// Only a regular file: a named pipe would wait for a writer forever and a device such as
+/// `/dev/zero` never ends, so the type is looked at before opening (opening a device can have
+/// effects), the open does not wait (`O_NONBLOCK`) and the type is looked at again on the
+/// opened file (the path may have been swapped in between). At most [`KEY_FILE_MAX_BYTES`]
+/// are read, even from a file that grows while it is read.
+fn sha256_of_file(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let regular = |meta: &std::fs::Metadata| {
+        if !meta.is_file() {
+            return Err(format!(
+                "{}; --key-from takes a regular file (write the content to one and pass its \
+                 path, or give --key)",
+                crate::probe::files::not_a_file(meta)
+            ));
+        }
+        if meta.len() > KEY_FILE_MAX_BYTES {
+            return Err(too_large_for_a_key());
+        }
+        Ok(())
+    };
+    regular(&std::fs::metadata(path).map_err(|e| e.to_string())?)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    regular(&file.metadata().map_err(|e| e.to_string())?)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut total: u64 = 0;
+    let mut limited = file.take(KEY_FILE_MAX_BYTES + 1);
     loop {
-        let read = match file.read(&mut buffer) {
+        let read = match limited.read(&mut buffer) {
             Ok(0) => break,
             Ok(read) => read,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.to_string()),
         };
+        total += read as u64;
+        if total > KEY_FILE_MAX_BYTES {
+            return Err(too_large_for_a_key());
+        }
         hasher.update(&buffer[..read]);
     }
     Ok(hex(&hasher.finalize()))
+}
+
+fn too_large_for_a_key() -> String {
+    format!(
+        "it is larger than {} MiB, the most --key-from reads: hash it yourself (sha256sum) \
+         and pass --key",
+        KEY_FILE_MAX_BYTES / (1024 * 1024)
+    )
 }
 
 /// `mihari approval list [--json] [--all]`: newest first.

@@ -4,8 +4,20 @@
 //! outside mihari. Any of them can carry escape sequences that retitle the terminal, clear
 //! the screen, or reorder text with bidirectional overrides. [`inert`] is the one gate every
 //! such string passes: colour and control sequences are dropped whole, other controls are
-//! made visible as control pictures (␛, ␇, ␊...), and bidi controls become '�'. It must
-//! never let a control byte through; it must not allocate more than the input needs.
+//! made visible as control pictures (␛, ␇, ␊...), bidi controls become '�', and a pile of
+//! combining marks is cut to [`MAX_MARKS`] per character. It must never let a control byte
+//! through; it must not allocate more than the input needs.
+
+use unicode_width::UnicodeWidthChar;
+
+/// The most combining marks (and other zero-width characters) kept on one character.
+///
+/// Two is what real text needs (Vietnamese stacks two accents on a letter; a keycap or an
+/// emoji with its presentation selector uses two) and what xterm keeps in a cell by default
+/// (`combiningChars: 2`). A pile of hundreds ("zalgo" text, or a job printing garbage) is
+/// drawn by many terminals above and below its row, over the rows of other jobs, and it made
+/// the dashboard's wrap spend a row per hundred marks; past two, marks are dropped.
+pub const MAX_MARKS: usize = 2;
 
 /// Returns `raw` with every control character and escape sequence made inert.
 ///
@@ -17,10 +29,22 @@
 /// - Any other ESC is shown as '␛' followed by the next character as plain text.
 /// - Other C0 controls and DEL become their control pictures (U+2400..); tab becomes a space.
 /// - Other C1 controls, bidirectional embeddings, overrides and isolates become '�'.
+/// - Past [`MAX_MARKS`] combining marks in a row on one character, the rest are dropped.
 pub fn inert(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     let mut chars = raw.chars().peekable();
+    // Marks since the last character that takes a cell of its own, in the output: a dropped
+    // sequence between them does not part a mark from the character it lands on.
+    let mut marks = 0;
     while let Some(c) = chars.next() {
+        if is_mark(c) {
+            if marks < MAX_MARKS {
+                marks += 1;
+                out.push(c);
+            }
+            continue;
+        }
+        let before = out.len();
         match c {
             '\u{1b}' => match chars.peek().copied() {
                 Some('[') => {
@@ -40,6 +64,9 @@ pub fn inert(raw: &str) -> String {
             '\u{7f}' => out.push('\u{2421}'),
             c if is_c1(c) || is_bidi_control(c) => out.push('�'),
             c => out.push(c),
+        }
+        if out.len() > before {
+            marks = 0;
         }
     }
     out
@@ -94,12 +121,33 @@ fn last_part(path: &str) -> String {
     format!("…/{name}")
 }
 
-/// Whether `text` could be written to a terminal as is: no controls, no bidi controls.
-/// Tests and debug assertions use it to check [`inert`]'s promise.
+/// Whether `text` could be written to a terminal as is: no controls, no bidi controls, no
+/// more than [`MAX_MARKS`] marks on a character. Tests and debug assertions use it to check
+/// [`inert`]'s promise; the jobs file uses it to refuse names that would not read as written.
 pub fn is_inert(text: &str) -> bool {
-    !text
-        .chars()
-        .any(|c| (c as u32) < 0x20 || c == '\u{7f}' || is_c1(c) || is_bidi_control(c))
+    let mut marks = 0;
+    for c in text.chars() {
+        if (c as u32) < 0x20 || c == '\u{7f}' || is_c1(c) || is_bidi_control(c) {
+            return false;
+        }
+        if is_mark(c) {
+            marks += 1;
+            if marks > MAX_MARKS {
+                return false;
+            }
+        } else {
+            marks = 0;
+        }
+    }
+    true
+}
+
+/// Whether `c` is drawn in the cell of the character before it: a combining accent, a
+/// zero-width joiner, a variation selector (everything of display width zero that is not a
+/// control). [`inert`] keeps at most [`MAX_MARKS`] of them in a row; a wrap counts them as
+/// taking no column and never parts them from their character.
+pub fn is_mark(c: char) -> bool {
+    !c.is_ascii() && !is_c1(c) && !is_bidi_control(c) && c.width() == Some(0)
 }
 
 fn is_c1(c: char) -> bool {
@@ -206,6 +254,26 @@ mod tests {
         assert_eq!(inert("a\rb\u{8}c\u{7}"), "a\u{240d}b\u{2408}c\u{2407}");
         assert_eq!(inert("a\u{1b}cb"), "a\u{241b}cb");
         assert_eq!(inert("t\tab"), "t ab");
+    }
+
+    #[test]
+    fn a_pile_of_marks_is_cut_to_two_per_character() {
+        let pile = format!("e{}x", "\u{301}".repeat(900));
+        assert_eq!(inert(&pile), "e\u{301}\u{301}x");
+        assert!(!is_inert(&pile));
+        // Two are ordinary text and kept: a decomposed Vietnamese letter, a keycap.
+        for text in [
+            "vie\u{323}\u{302}t",
+            "1\u{fe0f}\u{20e3}",
+            "\u{301}\u{301}at the start",
+        ] {
+            assert!(is_inert(text), "{text}");
+            assert_eq!(inert(text), text);
+        }
+        // A sequence dropped between them does not part marks from their letter.
+        assert_eq!(inert("e\u{301}\u{1b}[31m\u{301}\u{301}"), "e\u{301}\u{301}");
+        // Bidi controls have no width either, and are still never let through.
+        assert_eq!(inert("a\u{202e}\u{202e}\u{202e}b"), "a���b");
     }
 
     #[test]

@@ -125,6 +125,7 @@ impl DueCheck {
         let outcome = checks::run_check(&self.spec, &self.cwd);
         CheckResultFor {
             job: self.job,
+            check: self.spec.name,
             outcome,
         }
     }
@@ -134,6 +135,9 @@ impl DueCheck {
 #[derive(Debug, Clone)]
 pub struct CheckResultFor {
     pub job: String,
+    /// The check's name as the jobs file writes it: the key its result is kept under. The
+    /// outcome's own name is made inert for display and may differ from it.
+    pub check: String,
     pub outcome: CheckOutcome,
 }
 
@@ -258,7 +262,7 @@ impl Engine {
     /// Remembers check outcomes; the next snapshot shows them.
     pub fn record_checks(&mut self, results: impl IntoIterator<Item = CheckResultFor>) {
         for result in results {
-            let key = (result.job, result.outcome.name.clone());
+            let key = (result.job, result.check);
             self.checks_out.remove(&key);
             self.checks.insert(key, result.outcome);
         }

@@ -4,10 +4,10 @@
 //! enough lines are found, decoded lossily and made inert line by line. A log can be gigabytes
 //! and a single "line" can be a progress bar redrawn with '\r' for hours without a newline, so
 //! it must never read the whole file: the bytes it reads are capped ([`MAX_READ_BYTES`]) and
-//! each line keeps at most [`MAX_LINE_BYTES`]. It must never hang on a named pipe, never
-//! open a device, never show what a link at the log's path points to, never let a control
-//! character or an escape sequence through, and never treat a file it cannot read as an empty
-//! one.
+//! each line shows at most [`MAX_LINE_BYTES`], cut after it is made inert so that a cut never
+//! falls inside an escape sequence. It must never hang on a named pipe, never open a device,
+//! never show what a link at the log's path points to, never let a control character or an
+//! escape sequence through, and never treat a file it cannot read as an empty one.
 
 use std::fs::File;
 use std::io;
@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::core::Reading;
-use crate::core::text::inert;
+use crate::core::text::{inert, is_mark};
 
 use super::files::not_a_file;
 
@@ -28,10 +28,19 @@ pub const CHUNK_BYTES: usize = 8 * 1024;
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
 
 /// The most bytes of one line that are shown. A longer line is shown as
-/// [`TRUNCATED_MARK`] followed by its last bytes: the end of a line is what a terminal would
-/// show last (a progress bar), and it is all a backwards reader can know without reading the
-/// line whole.
+/// [`TRUNCATED_MARK`] followed by the end of its inert text: the end of a line is what a
+/// terminal would show last (a progress bar), and it is all a backwards reader can know
+/// without reading the line whole.
 pub const MAX_LINE_BYTES: usize = 4 * 1024;
+
+/// How much of a long line is kept before its cut, to tell whether the cut falls inside an
+/// escape sequence: the line's last [`MAX_LINE_BYTES`] + this many bytes are made inert
+/// first, and only then cut. A sequence that starts within it is dropped whole; one that
+/// starts earlier is found by its terminator (see [`shown_line`]).
+pub const LOOKBEHIND_BYTES: usize = 4 * 1024;
+
+/// The end of a long line that is made inert before it is cut.
+const WINDOW_BYTES: usize = MAX_LINE_BYTES + LOOKBEHIND_BYTES;
 
 /// Put in front of a line that was cut to its last [`MAX_LINE_BYTES`] bytes.
 pub const TRUNCATED_MARK: char = '…';
@@ -196,8 +205,8 @@ impl Tail {
     }
 }
 
-/// The line being assembled backwards: its last bytes (at most what will be shown, plus one
-/// for a '\r' that will be dropped) and how long it is so far.
+/// The line being assembled backwards: its last bytes (at most the window a long line is
+/// cut from, plus one for a '\r' that will be dropped) and how long it is so far.
 #[derive(Default)]
 struct PartialLine {
     /// The line's last bytes, in file order.
@@ -206,8 +215,8 @@ struct PartialLine {
     seen: u64,
 }
 
-/// One more than shown, for a final '\r' that is dropped.
-const KEEP_BYTES: usize = MAX_LINE_BYTES + 1;
+/// One more than the window, for a final '\r' that is dropped.
+const KEEP_BYTES: usize = WINDOW_BYTES + 1;
 
 impl PartialLine {
     /// Adds `bytes`, which come just before everything added so far.
@@ -230,30 +239,33 @@ impl PartialLine {
         self.seen - u64::from(self.kept.last() == Some(&b'\r'))
     }
 
+    /// Longer than the window a long line is cut from: how it is shown is decided by the
+    /// bytes kept, wherever the line starts.
     fn is_known_too_long(&self) -> bool {
-        self.shown_len() > MAX_LINE_BYTES as u64
+        self.shown_len() > WINDOW_BYTES as u64
     }
 
     /// The line as shown, when its start was reached or it is known to be too long.
     fn render(mut self) -> String {
-        let too_long = self.is_known_too_long();
+        let len = self.shown_len();
         if self.kept.last() == Some(&b'\r') {
             self.kept.pop();
         }
-        if too_long {
-            format!("{TRUNCATED_MARK}{}", shown_tail(&self.kept))
+        if len > MAX_LINE_BYTES as u64 {
+            let whole = len <= WINDOW_BYTES as u64;
+            format!("{TRUNCATED_MARK}{}", shown_end(&self.kept, whole))
         } else {
             shown_text(&self.kept)
         }
     }
 
-    /// A line whose start was not reached and that is shorter than a truncated line: marked
-    /// as cut, because more of it comes before.
+    /// A line whose start was not reached and that is not known to be too long: marked as
+    /// cut, because more of it comes before.
     fn render_cut(mut self) -> String {
         if self.kept.last() == Some(&b'\r') {
             self.kept.pop();
         }
-        format!("{TRUNCATED_MARK}{}", shown_tail(&self.kept))
+        format!("{TRUNCATED_MARK}{}", shown_end(&self.kept, false))
     }
 }
 
@@ -280,17 +292,75 @@ fn shown_text(line: &[u8]) -> String {
     }
 }
 
-/// The last [`MAX_LINE_BYTES`] bytes of `line`, decoded and made inert. A cut that falls inside
-/// a multi-byte character moves forward past its continuation bytes (at most three), so the
-/// shown text does not start with a U+FFFD that is not in the file.
+/// How one line of a log (without its '\n' and a final '\r') is shown: whole and inert
+/// when it has at most [`MAX_LINE_BYTES`] bytes, otherwise [`TRUNCATED_MARK`] and the end
+/// of the line's inert text, at most [`MAX_LINE_BYTES`] bytes of it.
 ///
-/// Only ever called for a line that was cut, so the first kept byte is always a cut point,
-/// even when exactly [`MAX_LINE_BYTES`] bytes were kept (a final '\r' was dropped).
-fn shown_tail(line: &[u8]) -> String {
-    let mut start = line.len().saturating_sub(MAX_LINE_BYTES);
-    let limit = (start + 3).min(line.len());
-    while start < limit && line[start] & 0xC0 == 0x80 {
-        start += 1;
+/// The cut is made after the text is made inert, so it always falls on a character outside
+/// every escape sequence: a cut inside a hyperlink or a colour never shows the rest of the
+/// sequence as text. Only the line's last [`MAX_LINE_BYTES`] + [`LOOKBEHIND_BYTES`] bytes
+/// are made inert (all a backwards reader keeps); when the line is longer, the first of
+/// them may be inside a sequence that started earlier, so what could be the end of one is
+/// skipped (see [`resume_at`]).
+pub fn shown_line(line: &[u8]) -> String {
+    if line.len() <= MAX_LINE_BYTES {
+        return shown_text(line);
     }
-    inert(&String::from_utf8_lossy(&line[start..]))
+    let window = &line[line.len().saturating_sub(WINDOW_BYTES)..];
+    let whole = line.len() <= WINDOW_BYTES;
+    format!("{TRUNCATED_MARK}{}", shown_end(window, whole))
+}
+
+/// The end of a long line as shown, from `window`, its last bytes: made inert, then cut to
+/// at most [`MAX_LINE_BYTES`] bytes at a character that takes a cell of its own (never
+/// between a letter and its marks). `whole` says that the window starts the line.
+fn shown_end(window: &[u8], whole: bool) -> String {
+    let mut start = 0;
+    if !whole {
+        // A window that starts inside a multi-byte character moves past its continuation
+        // bytes (at most three): the text must not start with a U+FFFD not in the file.
+        let limit = window.len().min(3);
+        while start < limit && window[start] & 0xC0 == 0x80 {
+            start += 1;
+        }
+    }
+    let text = String::from_utf8_lossy(&window[start..]);
+    let from = if whole { 0 } else { resume_at(&text) };
+    let safe = inert(&text[from..]);
+    let mut cut = safe.len().saturating_sub(MAX_LINE_BYTES);
+    while !safe.is_char_boundary(cut) {
+        cut += 1;
+    }
+    while let Some(mark) = safe[cut..].chars().next().filter(|&c| is_mark(c)) {
+        cut += mark.len_utf8();
+    }
+    safe[cut..].to_string()
+}
+
+/// Where text that may start inside an escape sequence can be read from. A control string
+/// (OSC, DCS, ...) runs to the first BEL, ESC or ST, so when the first of them is a BEL or
+/// an ST, everything up to it may be a payload and is skipped; otherwise a leading run of
+/// CSI parameters and its final byte (what a cut inside a colour leaves: `;196m`) is
+/// skipped. At worst a few characters of plain text are dropped: never is a payload shown.
+fn resume_at(text: &str) -> usize {
+    let ends = ['\u{7}', '\u{1b}', '\u{9c}'];
+    if let Some(at) = text.find(ends) {
+        let rest = &text[at..];
+        if rest.starts_with('\u{7}') || rest.starts_with('\u{9c}') {
+            return at + rest.chars().next().map_or(1, char::len_utf8);
+        }
+        if rest.starts_with("\u{1b}\\") {
+            return at + 2;
+        }
+    }
+    let bytes = text.as_bytes();
+    let from = usize::from(bytes.first() == Some(&b'['));
+    let parameters = bytes[from..]
+        .iter()
+        .take_while(|b| (0x20..=0x3f).contains(*b))
+        .count();
+    match bytes.get(from + parameters) {
+        Some(final_byte) if (0x40..=0x7e).contains(final_byte) => from + parameters + 1,
+        _ => 0,
+    }
 }

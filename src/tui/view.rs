@@ -14,7 +14,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use super::layout;
 use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS, TAIL_LINES};
 use super::theme::symbol;
-use crate::core::text::inert;
+use crate::core::text::{inert, is_mark};
 use crate::core::{Assessment, Bucket, CheckResult, Liveness, Reading};
 
 /// Draws the whole screen.
@@ -376,15 +376,26 @@ fn job_line(
     line
 }
 
-/// Pads or cuts `text` to exactly `width` characters.
+/// Pads or cuts `text` to exactly `width` columns (a combining mark takes none, and stays
+/// with its character when the text is cut).
 fn pad(text: &str, width: usize) -> String {
-    let count = text.chars().count();
+    let count = text.chars().filter(|c| !is_mark(*c)).count();
     if count <= width {
         format!("{text}{}", " ".repeat(width - count))
     } else if width == 0 {
         String::new()
     } else {
-        let mut cut: String = text.chars().take(width - 1).collect();
+        let mut columns = 0;
+        let mut cut = String::new();
+        for c in text.chars() {
+            if !is_mark(c) {
+                if columns == width - 1 {
+                    break;
+                }
+                columns += 1;
+            }
+            cut.push(c);
+        }
         cut.push('…');
         cut
     }
@@ -895,7 +906,8 @@ fn bytes(n: u64) -> String {
 }
 
 /// Splits `text` into pieces of at most `width` characters, at spaces where it can. Wrapped
-/// pieces are indented like the first so lists stay readable.
+/// pieces are indented like the first so lists stay readable. A combining mark counts as no
+/// column and stays with the character it sits on (900 of them used to take nine rows).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let indent: String = text.chars().take_while(|c| *c == ' ').collect();
     let indent = if indent.len() + 10 < width {
@@ -903,8 +915,19 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     } else {
         String::new()
     };
+    // One entry per character with the marks that follow it: what one column shows.
+    let mut rest: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (at, c) in text.char_indices().skip(1) {
+        if !is_mark(c) {
+            rest.push(&text[start..at]);
+            start = at;
+        }
+    }
+    if start < text.len() {
+        rest.push(&text[start..]);
+    }
     let mut pieces = Vec::new();
-    let mut rest: Vec<char> = text.chars().collect();
     let mut first = true;
     while !rest.is_empty() {
         let room = if first {
@@ -913,7 +936,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
             width.saturating_sub(indent.chars().count()).max(1)
         };
         if rest.len() <= room {
-            let piece: String = rest.iter().collect();
+            let piece: String = rest.concat();
             pieces.push(if first {
                 piece
             } else {
@@ -923,19 +946,18 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         }
         let cut = rest[..room]
             .iter()
-            .rposition(|c| *c == ' ')
+            .rposition(|c| *c == " ")
             .filter(|&at| at > room / 3)
             .unwrap_or(room);
-        let piece: String = rest[..cut].iter().collect();
+        let piece: String = rest[..cut].concat();
         pieces.push(if first {
             piece
         } else {
             format!("{indent}{piece}")
         });
         rest.drain(..cut);
-        while rest.first() == Some(&' ') {
-            rest.remove(0);
-        }
+        let spaces = rest.iter().take_while(|c| **c == " ").count();
+        rest.drain(..spaces);
         first = false;
     }
     if pieces.is_empty() {

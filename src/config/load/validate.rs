@@ -23,6 +23,7 @@ use super::raw::{
 use crate::config::{
     CheckSpec, Config, JobSpec, Predicate, ProgressTable, RestartSpec, Route, Settings, Timeouts,
 };
+use crate::core::text::is_inert;
 
 const DEFAULT_DIGEST_AT: (u32, u32) = (9, 0);
 const DEFAULT_RESTART_DAILY_CAP: u32 = 6;
@@ -747,6 +748,20 @@ fn unique_name(
             at,
             format!(
                 "a {kind} of {the_job} has an empty name ({}): write a short name",
+                quote(&name.value)
+            ),
+        ));
+    }
+    // A name is shown in terminals, written into events and logs, and passed in argv
+    // (`mihari run --route NAME`); a check's result is found again by its name. A name that
+    // the sanitizer would change reads one way and matches another: refused, like ids.
+    if !is_inert(&name.value) {
+        return Err(src.refuse(
+            at,
+            format!(
+                "{kind} name {} of {the_job} holds a control character (a tab, a line \
+                 break, an escape sequence, a bidirectional control) or a pile of combining \
+                 marks: write it with visible characters only",
                 quote(&name.value)
             ),
         ));
