@@ -141,3 +141,16 @@ fn hostile_output_is_made_inert() {
     );
     assert_eq!(got.detail, "exit 0: gap");
 }
+
+/// A check's last line longer than the output kept (16 KiB) starts inside it — here inside
+/// a clipboard sequence (OSC 52) whose payload is 20,000 bytes. Its detail is cut after it is
+/// made inert, as a log line is, so the payload never shows as text.
+#[test]
+fn a_last_line_cut_inside_an_escape_sequence_never_shows_its_payload() {
+    let script = "printf '\\033]52;c;'; head -c 20000 /dev/zero | tr '\\0' A; \
+                  printf '\\007 gap at shard 120\\n'; exit 1";
+    let got = run_check(&spec(&["sh", "-c", script], 5), here());
+    assert_eq!(got.result, CheckResult::Fail, "{got:?}");
+    assert!(got.detail.ends_with("gap at shard 120"), "{}", got.detail);
+    assert!(!got.detail.contains("AAAA"), "{}", got.detail);
+}

@@ -270,7 +270,9 @@ fn spawn_failure(program: &str, cwd: &Path, error: &std::io::Error) -> (CheckRes
 }
 
 fn judge_exit(status: ExitStatus, output: &str) -> (CheckResult, String) {
-    let said = last_line(output);
+    // Cut after it is made inert, as a log line is: a last line longer than what was kept
+    // starts inside it, perhaps inside an escape sequence whose payload must not show.
+    let said = crate::probe::tail::shown_line(last_line(output).as_bytes());
     let with_output = |head: String| {
         if said.is_empty() {
             head
