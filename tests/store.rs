@@ -32,7 +32,7 @@ fn the_store_is_created_0600_in_a_0700_folder_in_wal_mode() {
         .connection()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -407,5 +407,307 @@ fn an_events_reason_never_holds_a_raw_path() {
         reason,
         "cannot open the job's log '…/collect.log' for its output: Permission denied; \
          cannot start …/mihari"
+    );
+}
+
+// Who owns the store, and what it is (ISSUE 9, items 2 and 3)
+
+/// The uid and gid of `mihari-other`, an unprivileged user made for these tests; `None`, with
+/// a message, where users cannot be made. "Already exists" (exit 9) is fine: tests run in
+/// parallel.
+fn other_user() -> Option<(u32, u32)> {
+    if nix::unistd::User::from_name("mihari-other")
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        match std::process::Command::new("useradd")
+            .args(["--system", "--no-create-home", "mihari-other"])
+            .output()
+        {
+            Ok(out) if out.status.success() || out.status.code() == Some(9) => {}
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot create the user mihari-other: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return None;
+            }
+            Err(error) => {
+                eprintln!("skipped: cannot run useradd: {error}");
+                return None;
+            }
+        }
+    }
+    let user = nix::unistd::User::from_name("mihari-other")
+        .ok()
+        .flatten()?;
+    Some((user.uid.as_raw(), user.gid.as_raw()))
+}
+
+fn chown(path: &std::path::Path, (uid, gid): (u32, u32)) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
+}
+
+fn refusal(dir: &std::path::Path) -> String {
+    match Store::open(dir, Actor::Cli) {
+        Ok(_) => panic!("the store in '{}' was opened", dir.display()),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn a_state_folder_owned_by_another_user_is_refused() {
+    let Some(other) = other_user() else { return };
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("state");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    // The other user's folder holds a link to a file of ours, waiting for a store to be
+    // written through it.
+    let precious = parent.path().join("precious.conf");
+    fs::write(&precious, "").unwrap();
+    std::os::unix::fs::symlink(&precious, dir.join("mihari.sqlite")).unwrap();
+    chown(&dir, other);
+    let error = refusal(&dir);
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", dir.display())), "{error}");
+    assert!(error.contains("chown"), "{error}");
+    assert_eq!(fs::read(&precious).unwrap(), b"", "the target was written");
+}
+
+#[test]
+fn a_store_file_owned_by_another_user_is_refused() {
+    let Some(other) = other_user() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let db = dir.path().join("mihari.sqlite");
+    chown(&db, other);
+    let error = refusal(dir.path());
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", db.display())), "{error}");
+
+    // Its WAL file too: SQLite would write the next commit into another user's file.
+    chown(&db, (0, 0));
+    let store = open(dir.path());
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    assert!(wal.exists(), "a WAL file while the store is open");
+    chown(&wal, other);
+    drop(store);
+    // Closing the last connection checkpoints and may remove the WAL; plant one again.
+    if !wal.exists() {
+        fs::write(&wal, "").unwrap();
+        fs::set_permissions(&wal, fs::Permissions::from_mode(0o600)).unwrap();
+        chown(&wal, other);
+    }
+    let error = refusal(dir.path());
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", wal.display())), "{error}");
+}
+
+#[test]
+fn a_store_file_that_is_a_symlink_is_refused_and_its_target_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // A link to nothing yet: opening through it would create a store where it points.
+    let target = elsewhere.path().join("planted.sqlite");
+    std::os::unix::fs::symlink(&target, dir.path().join("mihari.sqlite")).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(!target.exists(), "a store was written through the link");
+
+    // A link to an empty file of ours: SQLite would make it a database.
+    let empty = elsewhere.path().join("notes.txt");
+    fs::write(&empty, "").unwrap();
+    fs::remove_file(dir.path().join("mihari.sqlite")).unwrap();
+    std::os::unix::fs::symlink(&empty, dir.path().join("mihari.sqlite")).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert_eq!(fs::read(&empty).unwrap(), b"", "the target was written");
+
+    // A link where the WAL goes.
+    fs::remove_file(dir.path().join("mihari.sqlite")).unwrap();
+    drop(open(dir.path()));
+    let wal = dir.path().join("mihari.sqlite-wal");
+    let _ = fs::remove_file(&wal);
+    std::os::unix::fs::symlink(&empty, &wal).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(error.contains(&format!("'{}'", wal.display())), "{error}");
+    assert_eq!(fs::read(&empty).unwrap(), b"", "the target was written");
+}
+
+#[test]
+fn a_store_file_others_can_read_or_write_is_refused_with_the_chmod_to_run() {
+    for mode in [0o666, 0o640, 0o604, 0o620] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()));
+        let db = dir.path().join("mihari.sqlite");
+        fs::set_permissions(&db, fs::Permissions::from_mode(mode)).unwrap();
+        let error = refusal(dir.path());
+        assert!(
+            error.contains(&format!("chmod 600 '{}'", db.display())),
+            "mode {mode:o}: {error}"
+        );
+        assert!(
+            error.contains(&format!("{mode:o}")),
+            "mode {mode:o}: {error}"
+        );
+        fs::set_permissions(&db, fs::Permissions::from_mode(0o600)).unwrap();
+        drop(open(dir.path()));
+    }
+}
+
+// The event log stays append-only (ISSUE 9, item 4)
+
+/// Every statement that could rewrite or remove an event, on the first event (id 1).
+const REWRITES: [&str; 7] = [
+    "INSERT OR REPLACE INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'rewritten')",
+    "REPLACE INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'rewritten')",
+    "INSERT INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'x') ON CONFLICT(id) DO UPDATE SET reason = 'rewritten'",
+    "INSERT INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'x') ON CONFLICT DO NOTHING",
+    "UPDATE events SET reason = 'rewritten' WHERE id = 1",
+    "UPDATE OR REPLACE events SET id = 2 WHERE id = 1",
+    "DELETE FROM events WHERE id = 1",
+];
+
+fn one_event_store(dir: &std::path::Path) -> Store {
+    let mut store = open(dir);
+    store
+        .append(
+            NewEvent::new(Kind::Spawned)
+                .job("collect")
+                .reason("as it happened"),
+        )
+        .unwrap();
+    store
+}
+
+fn only_event_is_intact(store: &Store) {
+    let events = store.events(&EventFilter::default()).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].id, 1);
+    assert_eq!(events[0].kind, "spawned");
+    assert_eq!(events[0].reason.as_deref(), Some("as it happened"));
+}
+
+#[test]
+fn no_statement_rewrites_an_event_through_rusqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_event_store(dir.path());
+    for sql in REWRITES {
+        let error = store
+            .connection()
+            .execute(sql, [])
+            .expect_err(sql)
+            .to_string();
+        assert!(error.contains("append-only"), "{sql}: {error}");
+    }
+    only_event_is_intact(&store);
+}
+
+#[test]
+fn no_statement_rewrites_an_event_through_the_sqlite3_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(one_event_store(dir.path()));
+    let db = dir.path().join("mihari.sqlite");
+    for sql in REWRITES {
+        let out = match std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(sql)
+            .output()
+        {
+            Ok(out) => out,
+            Err(error) => {
+                eprintln!("skipped: cannot run sqlite3: {error}");
+                return;
+            }
+        };
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sql}: it ran");
+        assert!(stderr.contains("append-only"), "{sql}: {stderr}");
+    }
+    only_event_is_intact(&open(dir.path()));
+}
+
+#[test]
+fn a_store_whose_protecting_trigger_was_dropped_or_changed_is_refused() {
+    for trigger in [
+        "events_never_updated",
+        "events_never_deleted",
+        "events_ids_never_reused",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = one_event_store(dir.path());
+        store
+            .connection()
+            .execute_batch(&format!("DROP TRIGGER {trigger}"))
+            .unwrap();
+        drop(store);
+        let error = refusal(dir.path());
+        assert!(error.contains(&format!("'{trigger}'")), "{error}");
+        assert!(error.contains("missing"), "{error}");
+        // The fix it names, run as printed, makes the store usable again.
+        let fix = error
+            .split("put the trigger back: ")
+            .nth(1)
+            .and_then(|rest| rest.split("; otherwise").next())
+            .unwrap_or_else(|| panic!("no fix in: {error}"));
+        let ran = std::process::Command::new("sh").args(["-c", fix]).output();
+        match ran {
+            Ok(out) if out.status.success() => {
+                only_event_is_intact(&open(dir.path()));
+                let conn = rusqlite::Connection::open(dir.path().join("mihari.sqlite")).unwrap();
+                conn.execute_batch(&format!("DROP TRIGGER {trigger}"))
+                    .unwrap();
+            }
+            Ok(out) => panic!("{fix}: {}", String::from_utf8_lossy(&out.stderr)),
+            Err(error) => eprintln!("not run: {fix}: {error}"),
+        }
+
+        // The same name over a trigger that lets everything through.
+        let conn = rusqlite::Connection::open(dir.path().join("mihari.sqlite")).unwrap();
+        let event = if trigger == "events_ids_never_reused" {
+            "INSERT"
+        } else if trigger == "events_never_updated" {
+            "UPDATE"
+        } else {
+            "DELETE"
+        };
+        conn.execute_batch(&format!(
+            "CREATE TRIGGER {trigger} BEFORE {event} ON events BEGIN SELECT 1; END;"
+        ))
+        .unwrap();
+        drop(conn);
+        let error = refusal(dir.path());
+        assert!(error.contains(&format!("'{trigger}'")), "{error}");
+        assert!(error.contains("not as mihari made it"), "{error}");
+    }
+}
+
+#[test]
+fn a_trigger_mihari_did_not_make_on_the_event_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_event_store(dir.path());
+    // It would make every new event vanish without an error.
+    store
+        .connection()
+        .execute_batch(
+            "CREATE TRIGGER events_quietly_dropped BEFORE INSERT ON events \
+             BEGIN SELECT RAISE(IGNORE); END;",
+        )
+        .unwrap();
+    drop(store);
+    let error = refusal(dir.path());
+    assert!(error.contains("'events_quietly_dropped'"), "{error}");
+    assert!(
+        error.contains("DROP TRIGGER events_quietly_dropped"),
+        "{error}"
     );
 }
