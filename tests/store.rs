@@ -32,7 +32,7 @@ fn the_store_is_created_0600_in_a_0700_folder_in_wal_mode() {
         .connection()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -710,4 +710,136 @@ fn a_trigger_mihari_did_not_make_on_the_event_log_is_refused() {
         error.contains("DROP TRIGGER events_quietly_dropped"),
         "{error}"
     );
+}
+
+// A store emptied, removed or replaced under mihari (ISSUE 9, item 6)
+
+/// A store with history: a watcher that ran, a spawn, an open claim.
+fn store_with_history(dir: &std::path::Path) {
+    let mut store = open(dir);
+    store
+        .append(NewEvent::new(Kind::WatcherStarted).reason("pid 4242"))
+        .unwrap();
+    store
+        .append(NewEvent::new(Kind::Spawned).job("collect"))
+        .unwrap();
+    store
+        .claim("k1", "collect", "restart", "dead lock")
+        .unwrap();
+}
+
+#[test]
+fn a_fresh_state_folder_starts_silently_and_records_the_stores_identity() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("state");
+    drop(open(&dir));
+    let id_file = dir.join("mihari.sqlite.id");
+    let id = fs::read_to_string(&id_file).unwrap();
+    assert_eq!(id.trim().len(), 32, "{id:?}");
+    assert_eq!(
+        fs::metadata(&id_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Every later open agrees with it.
+    drop(open(&dir));
+    assert_eq!(fs::read_to_string(&id_file).unwrap(), id);
+}
+
+#[test]
+fn a_store_emptied_under_mihari_is_refused_instead_of_started_over() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let db = dir.path().join("mihari.sqlite");
+    fs::File::create(&db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("empty"), "{error}");
+    assert!(error.contains(&format!("'{}'", db.display())), "{error}");
+    assert!(error.contains("claims"), "{error}");
+    assert_eq!(
+        fs::metadata(&db).unwrap().len(),
+        0,
+        "the store was made again"
+    );
+
+    // Starting over deliberately: the command the refusal names.
+    let fix = error
+        .split("move it aside: ")
+        .nth(1)
+        .and_then(|rest| rest.split("; mihari starts").next())
+        .unwrap_or_else(|| panic!("no command in: {error}"));
+    let out = std::process::Command::new("sh")
+        .args(["-c", fix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{fix}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fresh = open(dir.path());
+    assert!(fresh.events(&EventFilter::default()).unwrap().is_empty());
+}
+
+#[test]
+fn a_store_removed_under_mihari_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let db = dir.path().join("mihari.sqlite");
+    fs::remove_file(&db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("is gone"), "{error}");
+    assert!(!db.exists(), "the store was made again");
+    // Removing the identity file is the deliberate start over.
+    let id_file = dir.path().join("mihari.sqlite.id");
+    assert!(
+        error.contains(&format!("rm '{}'", id_file.display())),
+        "{error}"
+    );
+    fs::remove_file(&id_file).unwrap();
+    drop(open(dir.path()));
+}
+
+#[test]
+fn a_store_replaced_by_another_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let other = tempfile::tempdir().unwrap();
+    drop(open(other.path()));
+    let db = dir.path().join("mihari.sqlite");
+    // Another mihari store, then a database that is not mihari's at all.
+    fs::copy(other.path().join("mihari.sqlite"), &db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("replaced by another database"), "{error}");
+    let plain = rusqlite::Connection::open(other.path().join("plain.sqlite")).unwrap();
+    plain.execute_batch("CREATE TABLE notes (x)").unwrap();
+    drop(plain);
+    fs::copy(other.path().join("plain.sqlite"), &db).unwrap();
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o600)).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("replaced by another database"), "{error}");
+    // That database is left as it was found: no tables of ours, no switch to WAL.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(tables, ["notes"]);
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "delete");
+}
+
+#[test]
+fn a_store_from_before_identities_is_adopted_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let id_file = dir.path().join("mihari.sqlite.id");
+    fs::remove_file(&id_file).unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.events(&EventFilter::default()).unwrap().len(), 3);
+    assert!(id_file.exists());
 }

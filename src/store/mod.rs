@@ -12,6 +12,7 @@
 
 pub mod digest;
 pub mod files;
+pub mod identity;
 mod schema;
 
 use std::fmt;
@@ -528,6 +529,8 @@ impl Store {
         ] {
             files::inspect(&files::beside(&path, suffix), what)?;
         }
+        let recorded = identity::recorded(&path)?;
+        identity::before_open(&path, recorded.as_deref(), existing.as_ref())?;
         if existing.is_none() {
             // Created 0600 before SQLite touches it, so it is never readable by others, and
             // never through a link.
@@ -564,13 +567,19 @@ impl Store {
             )
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        if let Some(id) = &recorded {
+            identity::verify(&conn, &path, id)?;
+        }
         // Two processes opening a fresh store at once race for the switch to WAL and the
         // first migration; SQLite answers the loser "busy" at once, whatever the busy
         // timeout. Try again for as long as the busy timeout allows.
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         let mut pause = Duration::from_millis(5);
         loop {
-            match prepare(&conn) {
+            match prepare(&conn).and_then(|()| match recorded {
+                Some(_) => Ok(()),
+                None => identity::settle(&conn, &path),
+            }) {
                 Ok(()) => break,
                 Err(error) if is_busy(&error) && std::time::Instant::now() < deadline => {
                     std::thread::sleep(pause);

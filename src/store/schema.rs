@@ -13,7 +13,7 @@ use std::path::Path;
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -127,6 +127,11 @@ const MIGRATIONS: [&str; 5] = [
     BEGIN
         SELECT RAISE(ABORT, 'the event log is append-only: an event id is never reused');
     END;
+    ",
+    // 6: the store's identity, also kept beside it: a store emptied or replaced under mihari
+    // is refused rather than started over.
+    "
+    CREATE TABLE identity (store_id TEXT NOT NULL);
     ",
 ];
 
