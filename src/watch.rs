@@ -43,7 +43,11 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
         Ok(config) => config,
         Err(code) => return code,
     };
-    let mut store = match Store::open(&config.settings.state_dir, Actor::Watcher) {
+    // The whole file is checked once: a watcher never starts on a damaged store, where it
+    // would read damage as "nothing recorded" (no cap spent, no claims).
+    let opened = Store::open(&config.settings.state_dir, Actor::Watcher)
+        .and_then(|store| store.verify().map(|()| store));
+    let mut store = match opened {
         Ok(store) => store,
         Err(error) => {
             let words = crate::engine::store_error_words(&config.settings.state_dir, &error);

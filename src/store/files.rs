@@ -151,6 +151,12 @@ pub fn open_private(path: &Path) -> io::Result<fs::File> {
         .open(path)
 }
 
+/// Whether the filesystem holding `dir` has no space left for the operator: a write that
+/// failed there is a full disk, whatever error SQLite gave it.
+pub fn no_space_left(dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(dir).is_ok_and(|fs| fs.blocks_available() == 0)
+}
+
 /// "uid 1001 ('ana')", or "uid 1001" for a uid no user has.
 fn user_words(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {

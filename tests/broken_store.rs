@@ -1,0 +1,245 @@
+//! A state store that is damaged, emptied or replaced, on real database files: `check` says
+//! UNKNOWN (exit 3) in every format, naming the file and what to do, instead of reading the
+//! damage as "nothing there" (no watcher yet, no approvals, no history); the dashboard's
+//! header says so too.
+
+use std::fs;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use mihari::store::{Actor, Kind, NewEvent, Store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mihari");
+
+/// A folder with one COMPLETE job, `collect`, and its state store in `state`.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+/// What one `mihari check` printed and exited with.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let progress = dir.path().join("collect.progress");
+        fs::write(&progress, "1\n2\n3\n").unwrap();
+        fs::write(
+            dir.path().join("jobs.yaml"),
+            format!(
+                "settings:\n  state_dir: state\njobs:\n  - id: collect\n    lock: {}\n    \
+                 progress_file: {}\n    expected_total: 3\n    should_run_when: [not_complete]\n",
+                dir.path().join("collect.lock").display(),
+                progress.display()
+            ),
+        )
+        .unwrap();
+        Sandbox { dir }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.state().join("mihari.sqlite")
+    }
+
+    /// A store with what a broken store would hide: a watcher that ran and a pending
+    /// approval, plus `padding` more events (so the file has many interior pages).
+    fn store_with_history(&self, padding: usize) {
+        let mut store = Store::open(&self.state(), Actor::Watcher).unwrap();
+        store
+            .append(NewEvent::new(Kind::WatcherStarted).reason("pid 4242"))
+            .unwrap();
+        store
+            .append(NewEvent::new(Kind::WatcherStopped).reason("pid 4242"))
+            .unwrap();
+        store
+            .request_approval("collect", "publish", "k-publish", "publish 3 files")
+            .unwrap();
+        if padding > 0 {
+            store
+                .connection()
+                .execute(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+                     INSERT INTO events (at_ms, kind, job, actor, session, reason) \
+                     SELECT 1700000000000 + i, 'state-changed', 'job-' || (i % 50), 'watcher', \
+                     '1.1', 'RUNNING -> STALLED: progress 400 s ago (log)' FROM n",
+                    [padding as i64],
+                )
+                .unwrap();
+        }
+        // Closing the last connection folds the WAL into the database file.
+        drop(store);
+    }
+
+    fn check(&self, format: &[&str]) -> Run {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(self.dir.path().join("jobs.yaml"))
+            .arg("check")
+            .args(format)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `check` in all three formats must say UNKNOWN and name the store and `fix`.
+    fn assert_unknown_everywhere(&self, fix: &str) {
+        let db = format!("'{}'", self.db().display());
+        let table = self.check(&[]);
+        assert_eq!(table.code, 3, "table: {}{}", table.stdout, table.stderr);
+        assert!(table.stdout.contains(&db), "table: {}", table.stdout);
+        assert!(table.stdout.contains(fix), "table: {}", table.stdout);
+        assert!(
+            !table.stdout.contains("no watcher yet"),
+            "table: {}",
+            table.stdout
+        );
+
+        let json = self.check(&["--json"]);
+        assert_eq!(json.code, 3, "json: {}{}", json.stdout, json.stderr);
+        let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+        assert_eq!(report["store"]["state"], "fault", "{report:#}");
+        let reason = report["store"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(&db) && reason.contains(fix), "{report:#}");
+
+        let prometheus = self.check(&["--prometheus"]);
+        assert_eq!(prometheus.code, 3, "prometheus: {}", prometheus.stdout);
+        assert!(
+            prometheus.stdout.contains("\nmihari_store_readable 0\n"),
+            "prometheus: {}",
+            prometheus.stdout
+        );
+    }
+}
+
+/// Writes `bytes` of garbage into `path` at `offset`.
+fn garbage(path: &Path, offset: u64, bytes: usize) {
+    let mut file = fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    let noise: Vec<u8> = (0..bytes).map(|i| (i * 131 + 7) as u8 ^ 0xa5).collect();
+    file.write_all(&noise).unwrap();
+}
+
+#[test]
+fn a_healthy_store_shows_its_approval_and_its_watcher() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    let table = s.check(&[]);
+    // The pending approval makes it a WARNING; the stopped watcher is RED.
+    assert_eq!(table.code, 2, "{}{}", table.stdout, table.stderr);
+    assert!(
+        table.stdout.contains("approvals pending: 1"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("no machine is watching"),
+        "{}",
+        table.stdout
+    );
+    let prometheus = s.check(&["--prometheus"]);
+    assert!(prometheus.stdout.contains("\nmihari_store_readable 1\n"));
+}
+
+#[test]
+fn garbage_over_the_stores_header_is_unknown_in_every_format() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    garbage(&s.db(), 0, 100);
+    s.assert_unknown_everywhere("move it aside");
+}
+
+#[test]
+fn garbage_over_interior_pages_of_a_big_store_is_unknown_in_every_format() {
+    let s = Sandbox::new();
+    s.store_with_history(20_000);
+    let pages = fs::metadata(s.db()).unwrap().len() / 4096;
+    assert!(pages > 100, "{pages} pages");
+    for page in [pages / 3, pages / 2, pages * 2 / 3] {
+        garbage(&s.db(), page * 4096, 4096);
+    }
+    s.assert_unknown_everywhere("move it aside");
+}
+
+#[test]
+fn following_the_advice_for_a_damaged_store_starts_a_new_one() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    garbage(&s.db(), 0, 100);
+    let table = s.check(&[]);
+    let fix = table
+        .stdout
+        .split("move it aside: ")
+        .nth(1)
+        .and_then(|rest| rest.split("; mihari starts").next())
+        .unwrap_or_else(|| panic!("no command in: {}", table.stdout));
+    let out = Command::new("sh").args(["-c", fix]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{fix}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = s.check(&[]);
+    assert_eq!(after.code, 0, "{}{}", after.stdout, after.stderr);
+    assert!(after.stdout.contains("no watcher yet"), "{}", after.stdout);
+}
+
+#[test]
+fn a_store_emptied_under_mihari_is_unknown_in_every_format() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    fs::File::create(s.db()).unwrap();
+    s.assert_unknown_everywhere("emptied under mihari");
+    assert_eq!(fs::metadata(s.db()).unwrap().len(), 0, "made again");
+}
+
+#[test]
+fn a_store_replaced_by_another_database_is_unknown_in_every_format() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    let other = tempfile::tempdir().unwrap();
+    drop(Store::open(other.path(), Actor::Cli).unwrap());
+    fs::copy(other.path().join("mihari.sqlite"), s.db()).unwrap();
+    s.assert_unknown_everywhere("replaced by another database");
+}
+
+#[test]
+fn the_dashboards_header_names_a_damaged_store() {
+    let s = Sandbox::new();
+    s.store_with_history(0);
+    garbage(&s.db(), 0, 100);
+    let config = mihari::config::load(&s.dir.path().join("jobs.yaml")).unwrap();
+    let mut engine = mihari::engine::Engine::new(config.clone());
+    let now = chrono::Utc::now();
+    let snapshot = engine.snapshot(now);
+    let mut model = mihari::tui::model::Model::new(
+        config.jobs,
+        s.dir.path().join("jobs.yaml"),
+        mihari::tui::theme::Theme::plain(),
+        now,
+    );
+    mihari::tui::model::update(&mut model, mihari::tui::model::Msg::Resize(120, 30));
+    mihari::tui::model::update(&mut model, mihari::tui::model::Msg::Snapshot(snapshot));
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).unwrap();
+    terminal
+        .draw(|frame| mihari::tui::view::view(&model, frame))
+        .unwrap();
+    let screen = terminal.backend().to_string();
+    let header: Vec<&str> = screen.lines().take(2).collect();
+    assert!(header[0].contains("STORE FAULT"), "{screen}");
+    assert!(header[1].contains("mihari.sqlite"), "{screen}");
+    assert!(!screen.contains("no watcher yet"), "{screen}");
+}
