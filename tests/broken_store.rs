@@ -243,3 +243,270 @@ fn the_dashboards_header_names_a_damaged_store() {
     assert!(header[1].contains("mihari.sqlite"), "{screen}");
     assert!(!screen.contains("no watcher yet"), "{screen}");
 }
+
+// A full disk under a running watcher (ISSUE 9, item 7)
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    at: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` at `at`; `None`, with a message, where mounting is not
+    /// permitted.
+    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        fs::create_dir_all(at).unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(SmallDisk {
+                at: at.to_path_buf(),
+            }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs here: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                None
+            }
+            Err(error) => {
+                eprintln!("skipped: cannot run mount: {error}");
+                None
+            }
+        }
+    }
+
+    /// Fills the disk with one big file until it is full; returns the file.
+    fn fill(&self) -> PathBuf {
+        let filler = self.at.join("filler");
+        let mut file = fs::File::create(&filler).unwrap();
+        let chunk = vec![0x5au8; 64 * 1024];
+        loop {
+            if file.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        // What is left is smaller than a chunk: fill it byte by byte.
+        while file.write_all(&[0x5a]).is_ok() {}
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+/// Waits until `ready` holds, or panics after `secs` with `why()`.
+fn wait_for(secs: u64, what: &str, ready: impl Fn() -> bool, why: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !ready() {
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}\n{}", why());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_full_disk_under_a_running_watcher_is_told_and_what_it_kept_is_recorded_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), "4m") else {
+        return;
+    };
+    let state = disk.at.join("state");
+    let lock = dir.path().join("collect.lock");
+    let log = dir.path().join("collect.log");
+    let told = dir.path().join("escalations.txt");
+    fs::write(&log, "working\n").unwrap();
+    let jobs = dir.path().join("jobs.yaml");
+    fs::write(
+        &jobs,
+        format!(
+            "settings:\n  state_dir: {}\n  escalate_command: [\"sh\", \"-c\", \
+             \"printf '%s\\\\n' \\\"$1\\\" >> {}\", \"tell\"]\njobs:\n  - id: collect\n    \
+             lock: {}\n    log: {}\n    stall_sec: 86400\n    should_run_when: [resource_free]\n",
+            state.display(),
+            told.display(),
+            lock.display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    let stderr_path = dir.path().join("watcher.stderr");
+    let _watcher = Ended(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&jobs)
+            .arg("watch")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = || fs::read_to_string(&stderr_path).unwrap_or_default();
+    let count = |kind: &str| -> usize {
+        Store::open(&state, Actor::Cli)
+            .and_then(|store| {
+                store.events(&mihari::store::EventFilter {
+                    kind: Some(kind.into()),
+                    ..Default::default()
+                })
+            })
+            .map(|events| events.len())
+            .unwrap_or(0)
+    };
+    wait_for(
+        20,
+        "the watcher's first state",
+        || count("state-changed") >= 1,
+        stderr,
+    );
+
+    // A process to hold the job's lock: each toggle is a state change to record.
+    let holder = Ended(Command::new("sleep").arg("600").spawn().unwrap());
+    let filler = disk.fill();
+    let before = count("state-changed");
+    let toggles = 6;
+    let lines_told = || stderr().matches("not recorded").count();
+    for i in 0..toggles {
+        let before_toggle = lines_told();
+        if i % 2 == 0 {
+            fs::write(&lock, format!("{}\n", holder.0.id())).unwrap();
+        } else {
+            fs::remove_file(&lock).unwrap();
+        }
+        // Each state change is a write that fails, told on stderr at once.
+        wait_for(
+            20,
+            &format!("toggle {i} told on stderr"),
+            || lines_told() > before_toggle,
+            stderr,
+        );
+    }
+    let said = stderr();
+    assert!(said.contains("is full"), "{said}");
+    assert!(said.contains(&format!("'{}'", state.display())), "{said}");
+    assert_eq!(count("state-changed"), before, "written on a full disk?");
+
+    // check says so, as a broken rule, while the disk is full; so did escalate_command.
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&jobs)
+        .arg("check")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{table}");
+    assert!(table.contains("store writes failing"), "{table}");
+    assert!(table.contains("is full"), "{table}");
+    wait_for(
+        20,
+        "the escalation",
+        || fs::read_to_string(&told).is_ok_and(|t| t.contains("store writes failing")),
+        || fs::read_to_string(&told).unwrap_or_default(),
+    );
+
+    // Space again: what the watcher kept is recorded, with a summary of the outage.
+    fs::remove_file(&filler).unwrap();
+    wait_for(
+        30,
+        "the kept events recorded",
+        || count("state-changed") >= before + toggles,
+        stderr,
+    );
+    let summary = Store::open(&state, Actor::Cli)
+        .unwrap()
+        .events(&mihari::store::EventFilter::default())
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .find(|r| r.contains("could not be written between"));
+    assert!(summary.is_some(), "no summary of the outage");
+    assert!(stderr().contains("takes writes again"), "{}", stderr());
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&jobs)
+        .arg("check")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("store writes failing"), "{table}");
+}
+
+/// A child process ended (killed and reaped) when the test ends, passed or not.
+struct Ended(std::process::Child);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn what_does_not_fit_in_memory_is_counted_and_summed_up_when_the_disk_has_room_again() {
+    use mihari::effect::recorder::{KEPT, Recorder};
+    let dir = tempfile::tempdir().unwrap();
+    // Room for the kept events once it is freed: each is a commit of its own in the WAL.
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), "16m") else {
+        return;
+    };
+    let state = disk.at.join("state");
+    let store = Store::open(&state, Actor::Watcher).unwrap();
+    let mut recorder = Recorder::new(store, &state);
+    recorder.append(NewEvent::new(Kind::WatcherStarted).reason("pid 1"));
+    let filler = disk.fill();
+    let over = 25;
+    for i in 0..KEPT + over {
+        recorder.append(
+            NewEvent::new(Kind::StateChanged)
+                .job("collect")
+                .reason(format!("RUNNING -> STALLED ({i})")),
+        );
+    }
+    assert!(recorder.failing());
+    let rule = recorder.rule().unwrap();
+    assert!(rule.starts_with("store writes failing"), "{rule}");
+    assert!(rule.contains(&format!("{over} did not fit")), "{rule}");
+    let health = mihari::store::health::read(&state).unwrap();
+    assert_eq!(health.kept, KEPT);
+    assert_eq!(health.lost, over as u64);
+
+    fs::remove_file(&filler).unwrap();
+    recorder.retry(chrono::Utc::now() + chrono::Duration::seconds(60));
+    assert!(!recorder.failing());
+    let events = recorder
+        .store()
+        .events(&mihari::store::EventFilter::default())
+        .unwrap();
+    let changes: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "state-changed")
+        .collect();
+    assert_eq!(changes.len(), KEPT, "the kept events, in order");
+    assert_eq!(changes[0].reason.as_deref(), Some("RUNNING -> STALLED (0)"));
+    let summary = events.last().unwrap().reason.clone().unwrap_or_default();
+    assert!(
+        summary.starts_with(&format!("{over} events could not be recorded between")),
+        "{summary}"
+    );
+    assert!(summary.contains("disk full"), "{summary}");
+    assert!(
+        mihari::store::health::read(&state)
+            .unwrap()
+            .failing_since
+            .is_none()
+    );
+}

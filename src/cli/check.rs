@@ -200,7 +200,8 @@ struct JsonReport<'a> {
     store: JsonStore,
 }
 
-/// Whether the state store can be used: `ok`, or `fault` (check exits 3) with why.
+/// Whether the state store can be used: `ok`; `fault` (check exits 3) or `writes_failing`
+/// (the watcher's writes fail: RED), with why.
 #[derive(Serialize)]
 struct JsonStore {
     state: &'static str,
@@ -240,12 +241,16 @@ pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> 
         dispatch_held: snapshot.list.dispatch_held.is_some(),
         rules: snapshot.list.rules.iter().map(|r| inert(r)).collect(),
         store: JsonStore {
-            state: if snapshot.store_fault.is_some() {
-                "fault"
-            } else {
-                "ok"
+            state: match (&snapshot.store_fault, &snapshot.store_writes_failing) {
+                (Some(_), _) => "fault",
+                (None, Some(_)) => "writes_failing",
+                (None, None) => "ok",
             },
-            reason: snapshot.store_fault.as_deref().map(inert),
+            reason: snapshot
+                .store_fault
+                .as_deref()
+                .or(snapshot.store_writes_failing.as_deref())
+                .map(inert),
         },
     };
     serde_json::to_writer(&mut *out, &report)?;
@@ -370,6 +375,17 @@ pub fn render_prometheus(snapshot: &Snapshot, out: &mut impl Write) -> io::Resul
         out,
         "mihari_store_readable {}",
         u8::from(snapshot.store_fault.is_none())
+    )?;
+    writeln!(
+        out,
+        "# HELP mihari_store_writes_failing 1 while the watcher's writes to the state store \
+         fail (a RED rule)."
+    )?;
+    writeln!(out, "# TYPE mihari_store_writes_failing gauge")?;
+    writeln!(
+        out,
+        "mihari_store_writes_failing {}",
+        u8::from(snapshot.store_writes_failing.is_some())
     )?;
     writeln!(out, "# HELP mihari_dispatch_held 1 while anything is RED.")?;
     writeln!(out, "# TYPE mihari_dispatch_held gauge")?;

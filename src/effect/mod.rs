@@ -8,6 +8,7 @@
 //! `spawn` starts and verifies a restart; `release` removes a dead holder's lock; `recover`
 //! resolves claims whose claimer died mid-way.
 
+pub mod recorder;
 pub mod recover;
 pub mod release;
 pub mod run;

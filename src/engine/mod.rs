@@ -92,6 +92,9 @@ pub struct Snapshot {
     /// Why the state store cannot be used (damaged, refused, unreadable), naming the file and
     /// what to do: the store's part of every job is unknown, so `check` says UNKNOWN.
     pub store_fault: Option<String>,
+    /// The live watcher's report that its writes to the store fail: a broken rule (RED) in
+    /// `list.rules` too, named here for the header.
+    pub store_writes_failing: Option<String>,
     /// Folders polled because they could not be watched (the inotify watch limit).
     pub polled_folders: usize,
 }
@@ -121,6 +124,7 @@ impl Snapshot {
             notices: Vec::new(),
             watcher: WatcherStatus::Never,
             store_fault: None,
+            store_writes_failing: None,
             polled_folders: 0,
         }
     }
@@ -186,6 +190,8 @@ pub struct Engine {
     store_notice: Option<String>,
     /// When a store that could not be opened, or was found damaged, is opened again.
     store_retry: Option<DateTime<Utc>>,
+    /// The live watcher's report that its writes to the store fail, as last read.
+    store_writes_failing: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
 }
@@ -212,6 +218,7 @@ impl Engine {
             store: opened.store,
             store_fault: opened.fault,
             store_notice: opened.notice,
+            store_writes_failing: None,
             watcher: WatcherStatus::Never,
         }
     }
@@ -331,6 +338,21 @@ impl Engine {
     /// why. A damaged store is closed and opened (and checked) again a while later, so
     /// moving it aside is seen without a restart.
     fn read_store(&mut self, now: DateTime<Utc>) -> record::StoreView {
+        let view = self.read_store_records(now);
+        // Only the live watcher's own report counts: a dead watcher's is stale, and its
+        // absence is a broken rule of its own.
+        self.store_writes_failing = match self.watcher {
+            WatcherStatus::Alive { pid, .. } => {
+                crate::store::health::read(&self.config.settings.state_dir)
+                    .filter(|health| health.pid == pid)
+                    .and_then(|health| health.rule())
+            }
+            _ => None,
+        };
+        view
+    }
+
+    fn read_store_records(&mut self, now: DateTime<Utc>) -> record::StoreView {
         if self.store.is_none() && self.store_retry.is_some_and(|at| now >= at) {
             let opened = open_store(&self.config.settings.state_dir);
             self.store_retry = opened.store.is_none().then(|| now + STORE_RETRY);
@@ -392,12 +414,12 @@ impl Engine {
     }
 
     /// The state store's files: a write to them (a heartbeat, an approval, a decision) is
-    /// news for every job.
+    /// news for every job; so is the watcher's report that its writes fail.
     pub fn store_paths(&self) -> Vec<PathBuf> {
-        let db = self.config.settings.state_dir.join(crate::store::DB_FILE);
-        let mut wal = db.clone().into_os_string();
-        wal.push("-wal");
-        vec![db, PathBuf::from(wal)]
+        let state_dir = &self.config.settings.state_dir;
+        let db = state_dir.join(crate::store::DB_FILE);
+        let wal = crate::store::files::beside(&db, "-wal");
+        vec![db, wal, crate::store::health::path_in(state_dir)]
     }
 
     /// Proposes `action` on job `id` as seen at `now`: the decision with everything its
@@ -555,10 +577,16 @@ impl Engine {
                 seen
             })
             .collect();
-        let rules = self.watcher.broken_rule(now).into_iter().collect();
+        let rules = self
+            .watcher
+            .broken_rule(now)
+            .into_iter()
+            .chain(self.store_writes_failing.clone())
+            .collect();
         let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
         snapshot.notices = self.store_notice.iter().cloned().collect();
         snapshot.store_fault = self.store_fault.clone();
+        snapshot.store_writes_failing = self.store_writes_failing.clone();
         if let Some(notice) = self.watcher.notice(&self.config.settings.state_dir) {
             snapshot.notices.insert(0, notice);
         }

@@ -12,6 +12,7 @@
 
 pub mod digest;
 pub mod files;
+pub mod health;
 pub mod identity;
 mod schema;
 
@@ -631,8 +632,15 @@ impl Store {
 
     /// Appends one event and returns its id.
     pub fn append(&mut self, event: NewEvent) -> Result<i64> {
+        self.append_at(event, Utc::now())
+    }
+
+    /// Appends one event that happened at `at`: the watcher records what it could not record
+    /// at the time (a full disk) with the time it happened, so windows such as "restarts in
+    /// the last 24 h" count it where it belongs.
+    pub fn append_at(&mut self, event: NewEvent, at: DateTime<Utc>) -> Result<i64> {
         let (actor, session) = (self.actor, self.session.clone());
-        self.write(|tx| insert_event(tx, actor, &session, &event, Utc::now()))
+        self.write(|tx| insert_event(tx, actor, &session, &event, at))
     }
 
     /// Reads events, oldest first.

@@ -84,6 +84,12 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
         .is_some_and(|s| s.store_fault.is_some())
     {
         spans.push(Span::styled(" ✖ STORE FAULT", theme.alarm()));
+    } else if model
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.store_writes_failing.is_some())
+    {
+        spans.push(Span::styled(" ✖ STORE WRITES FAILING", theme.alarm()));
     }
     spans.push(Span::raw(" │"));
     if let Some(snapshot) = &model.snapshot {
