@@ -6,8 +6,10 @@
 //! the one executor, as the watcher), tell a human at once about the four kinds of things,
 //! once per episode, through `escalate_command`, and queue everything else for the daily
 //! digest, which it cuts at `digest_at`. `--once` makes one such pass for cron or a systemd
-//! timer and exits with `check`'s codes. It never draws anything and never decides for a
-//! human: what it may not do, it escalates.
+//! timer and exits with `check`'s codes. Every write it makes goes through the [`Recorder`]:
+//! a write that fails is told and kept, never dropped, and no automatic restart happens
+//! while the store cannot be written or read. It never draws anything and never decides for
+//! a human: what it may not do, it escalates.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;

@@ -510,3 +510,38 @@ fn what_does_not_fit_in_memory_is_counted_and_summed_up_when_the_disk_has_room_a
             .is_none()
     );
 }
+
+#[test]
+fn the_dashboards_header_says_when_the_watchers_writes_fail() {
+    let now = chrono::Utc::now();
+    let rule = mihari::store::health::WriteHealth {
+        pid: 4242,
+        failing_since: Some(now),
+        failed: 3,
+        kept: 3,
+        lost: 0,
+        cause: Some("the disk holding '/var/lib/mihari' is full: free space there".into()),
+    }
+    .rule()
+    .unwrap();
+    let mut snapshot =
+        mihari::engine::Snapshot::judge_with_rules(&[], Vec::new(), vec![rule.clone()], now);
+    snapshot.store_writes_failing = Some(rule);
+    let mut model = mihari::tui::model::Model::new(
+        Vec::new(),
+        "/etc/mihari/jobs.yaml".into(),
+        mihari::tui::theme::Theme::plain(),
+        now,
+    );
+    mihari::tui::model::update(&mut model, mihari::tui::model::Msg::Resize(120, 30));
+    mihari::tui::model::update(&mut model, mihari::tui::model::Msg::Snapshot(snapshot));
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).unwrap();
+    terminal
+        .draw(|frame| mihari::tui::view::view(&model, frame))
+        .unwrap();
+    let screen = terminal.backend().to_string();
+    let header: Vec<&str> = screen.lines().take(2).collect();
+    assert!(header[0].contains("STORE WRITES FAILING"), "{screen}");
+    assert!(header[0].contains("RED 1"), "{screen}");
+    assert!(header[1].contains("store writes failing"), "{screen}");
+}

@@ -6,7 +6,9 @@
 //! evidence of each job) and hands `core` the clock reading of each pass, so `core` stays pure.
 //! It also answers the questions an event-driven loop asks: which files and holders to watch,
 //! which jobs a changed path belongs to, and the next moment a verdict can change by time
-//! alone. It never draws and never blocks on a check: checks are handed out to run elsewhere.
+//! alone. A state store that cannot be used or read is a fault on the snapshot (`check`
+//! says UNKNOWN), never an empty answer. It never draws and never blocks on a check: checks
+//! are handed out to run elsewhere.
 
 pub mod live;
 mod record;
