@@ -411,6 +411,31 @@ fn a_full_disk_under_a_running_watcher_is_told_and_what_it_kept_is_recorded_afte
     assert_eq!(out.status.code(), Some(2), "{table}");
     assert!(table.contains("store writes failing"), "{table}");
     assert!(table.contains("is full"), "{table}");
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&jobs)
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["store"]["state"], "writes_failing", "{report:#}");
+    assert!(
+        report["rules"][0]
+            .as_str()
+            .is_some_and(|r| r.starts_with("store writes failing")),
+        "{report:#}"
+    );
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&jobs)
+        .args(["check", "--prometheus"])
+        .output()
+        .unwrap();
+    let gauges = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        gauges.contains("\nmihari_store_writes_failing 1\n"),
+        "{gauges}"
+    );
     wait_for(
         20,
         "the escalation",
@@ -544,4 +569,30 @@ fn the_dashboards_header_says_when_the_watchers_writes_fail() {
     assert!(header[0].contains("STORE WRITES FAILING"), "{screen}");
     assert!(header[0].contains("RED 1"), "{screen}");
     assert!(header[1].contains("store writes failing"), "{screen}");
+}
+
+#[test]
+fn the_watcher_does_not_start_on_a_damaged_store_and_names_it() {
+    let s = Sandbox::new();
+    s.store_with_history(20_000);
+    let pages = fs::metadata(s.db()).unwrap().len() / 4096;
+    garbage(&s.db(), pages / 2 * 4096, 4096);
+    for once in [false, true] {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--config")
+            .arg(s.dir.path().join("jobs.yaml"))
+            .arg("watch");
+        if once {
+            command.arg("--once");
+        }
+        let out = command.stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "once {once}: {stderr}");
+        assert!(
+            stderr.contains(&format!("'{}'", s.db().display())),
+            "once {once}: {stderr}"
+        );
+        assert!(stderr.contains("move it aside"), "once {once}: {stderr}");
+    }
 }
