@@ -843,3 +843,30 @@ fn a_store_from_before_identities_is_adopted_silently() {
     assert_eq!(store.events(&EventFilter::default()).unwrap().len(), 3);
     assert!(id_file.exists());
 }
+
+#[test]
+fn threads_opening_a_fresh_store_at_once_all_succeed_with_one_identity() {
+    for round in 0..30 {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(dir.path().join("state"));
+        let barrier = Arc::new(Barrier::new(8));
+        let opened: Vec<_> = (0..8)
+            .map(|_| {
+                let (state, barrier) = (state.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&state, Actor::Cli)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for handle in opened {
+            if let Err(error) = handle.join().unwrap() {
+                panic!("round {round}: {error}");
+            }
+        }
+        let id = fs::read_to_string(state.join("mihari.sqlite.id")).unwrap();
+        assert_eq!(id.trim().len(), 32, "round {round}");
+    }
+}

@@ -139,9 +139,9 @@ pub fn settle(conn: &Connection, db: &Path) -> Result<()> {
     };
     tx.commit()?;
     match write_once(&file_of(db), &id) {
-        Ok(()) => Ok(()),
-        // Another process opening the same fresh store wrote it a moment ago.
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => match recorded(db)? {
+        Ok(true) => Ok(()),
+        // Another opener of the same fresh store wrote it a moment ago: the same id.
+        Ok(false) => match recorded(db)? {
             Some(theirs) if theirs == id => Ok(()),
             theirs => Err(replaced(db, theirs.as_deref().unwrap_or("?"), Some(&id))),
         },
@@ -171,15 +171,23 @@ fn replaced(db: &Path, recorded: &str, inside: Option<&str>) -> StoreError {
 }
 
 /// Writes `id` to `path` whole or not at all: a finished private file, hard-linked into
-/// place (which never replaces a file, and never follows a link).
-fn write_once(path: &Path, id: &str) -> std::io::Result<()> {
-    let partial = files::beside(path, &format!(".{}.partial", std::process::id()));
+/// place (which never replaces a file, and never follows a link). `false` when a file was
+/// there already (another opener of the same fresh store wrote it).
+fn write_once(path: &Path, id: &str) -> std::io::Result<bool> {
+    // One name per call: threads of one process may open a fresh store at the same time.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = files::beside(path, &format!(".{}.{call}.partial", std::process::id()));
     let _ = fs::remove_file(&partial);
     let written = files::create_private(&partial).and_then(|mut file| {
         file.write_all(format!("{id}\n").as_bytes())?;
         file.sync_all()
     });
-    let linked = written.and_then(|()| fs::hard_link(&partial, path));
+    let linked = written.and_then(|()| match fs::hard_link(&partial, path) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(error) => Err(error),
+    });
     let _ = fs::remove_file(&partial);
     linked
 }
