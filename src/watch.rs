@@ -6,8 +6,10 @@
 //! the one executor, as the watcher), tell a human at once about the four kinds of things,
 //! once per episode, through `escalate_command`, and queue everything else for the daily
 //! digest, which it cuts at `digest_at`. `--once` makes one such pass for cron or a systemd
-//! timer and exits with `check`'s codes. It never draws anything and never decides for a
-//! human: what it may not do, it escalates.
+//! timer and exits with `check`'s codes. Every write it makes goes through the [`Recorder`]:
+//! a write that fails is told and kept, never dropped, and no automatic restart happens
+//! while the store cannot be written or read. It never draws anything and never decides for
+//! a human: what it may not do, it escalates.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -24,13 +26,14 @@ use crate::core::decision::{Cooldown, Decision, RestartPlan};
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category};
 use crate::effect::notify::{Finished, Notice, Notifier};
+use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
 use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::store::digest::{DigestCategory, next_cut};
-use crate::store::{Actor, Kind, NewEvent, Store};
+use crate::store::{Actor, Kind, NewEvent, Store, StoreError};
 
 /// Exit code when another watcher already watches this state_dir.
 pub const EXIT_ALREADY_WATCHING: u8 = 75;
@@ -41,7 +44,11 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
         Ok(config) => config,
         Err(code) => return code,
     };
-    let mut store = match Store::open(&config.settings.state_dir, Actor::Watcher) {
+    // The whole file is checked once: a watcher never starts on a damaged store, where it
+    // would read damage as "nothing recorded" (no cap spent, no claims).
+    let opened = Store::open(&config.settings.state_dir, Actor::Watcher)
+        .and_then(|store| store.verify().map(|()| store));
+    let store = match opened {
         Ok(store) => store,
         Err(error) => {
             let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
@@ -49,13 +56,8 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             return ExitCode::from(3);
         }
     };
-    let lock = match watch_lock::acquire(&config.settings.state_dir) {
-        Ok(Acquired::Taken(lock, takeover)) => {
-            if let Some(note) = takeover {
-                let _ = store.append(NewEvent::new(Kind::WatcherTakeover).reason(note));
-            }
-            lock
-        }
+    let (lock, takeover) = match watch_lock::acquire(&config.settings.state_dir) {
+        Ok(Acquired::Taken(lock, takeover)) => (lock, takeover),
         Ok(Acquired::Busy { why, .. }) if once => {
             // The running watcher acts; this pass only reports, with `check`'s exit code.
             println!("mihari watch --once: {why}; this pass only reports");
@@ -74,10 +76,15 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             return ExitCode::from(3);
         }
     };
+    // From here on every write goes through the recorder: none is dropped without a word.
+    let mut store = Recorder::new(store, &config.settings.state_dir);
+    if let Some(note) = takeover {
+        store.append(NewEvent::new(Kind::WatcherTakeover).reason(note));
+    }
     let code = if once {
-        one_pass(config, store, interval_sec)
+        one_pass(config, &mut store, interval_sec)
     } else {
-        let _ = store.append(
+        store.append(
             NewEvent::new(Kind::WatcherStarted).reason(format!("pid {}", std::process::id())),
         );
         let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -91,7 +98,7 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             }
         };
         let result = runtime.block_on(watch_forever(config, &mut store));
-        let _ = store.append(
+        store.append(
             NewEvent::new(Kind::WatcherStopped).reason(format!("pid {}", std::process::id())),
         );
         match result {
@@ -102,6 +109,7 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             }
         }
     };
+    store.finish();
     drop(lock);
     code
 }
@@ -124,18 +132,23 @@ struct Watcher {
     /// not blind the watcher, nor a flood of escalations start a process each); `None` when
     /// the jobs file has no `escalate_command`.
     notifier: Option<Notifier>,
+    /// Whether stderr was told that automatic restarts wait for the store.
+    restarts_held: bool,
+    /// The store fault stderr was last told of.
+    fault_told: Option<String>,
 }
 
 impl Watcher {
-    fn new(config: Config, store: &Store, now: DateTime<Utc>) -> Watcher {
+    /// The watcher's memory as the store records it. A store that cannot be read is an
+    /// error: starting with an empty memory would record every state and tell every open
+    /// episode again.
+    fn new(config: Config, store: &Store, now: DateTime<Utc>) -> Result<Watcher, StoreError> {
         let states = store
-            .last_states()
-            .unwrap_or_default()
+            .last_states()?
             .into_iter()
             .filter_map(|(job, state)| Some((job, State::parse(&state)?)));
         let episodes = store
-            .open_episodes()
-            .unwrap_or_default()
+            .open_episodes()?
             .into_iter()
             .filter_map(|e| Some((e.job, EscalationKind::parse(&e.kind)?)));
         let capped_keys = store
@@ -143,33 +156,24 @@ impl Watcher {
                 kind: Some(Kind::Skipped.as_str().to_string()),
                 since: Some(now - chrono::Duration::hours(24)),
                 ..Default::default()
-            })
-            .unwrap_or_default()
+            })?
             .into_iter()
             .filter_map(|e| e.key)
             .collect();
         // Before the first cut ever, the digest is due at the first digest_at after the
         // oldest item queued (a `--once` pass is a new process each time: counting from its
         // own start, it would never reach a cut).
-        let after = store
-            .last_cut()
-            .ok()
-            .flatten()
-            .or_else(|| {
-                store
-                    .pending_digest()
-                    .ok()
-                    .and_then(|items| items.first().map(|item| item.at))
-            })
-            .unwrap_or(now);
-        let timeouts_told = store
-            .digest_texts_since(DigestCategory::Timeout, now - chrono::Duration::hours(24))
-            .unwrap_or_default();
+        let after = match store.last_cut()? {
+            Some(cut) => cut,
+            None => store.pending_digest()?.first().map_or(now, |item| item.at),
+        };
+        let timeouts_told =
+            store.digest_texts_since(DigestCategory::Timeout, now - chrono::Duration::hours(24))?;
         let next_cut = next_cut(
             after.max(now - chrono::Duration::days(1)),
             config.settings.digest_at,
         );
-        Watcher {
+        Ok(Watcher {
             brain: Brain::restored(states, episodes).with_timeouts_told(timeouts_told),
             config,
             in_flight: HashSet::new(),
@@ -177,7 +181,9 @@ impl Watcher {
             next_cut,
             cooling: HashMap::new(),
             notifier: None,
-        }
+            restarts_held: false,
+            fault_told: None,
+        })
     }
 
     /// Judges one snapshot and carries out what it asks, except the restarts, which are
@@ -187,9 +193,19 @@ impl Watcher {
         &mut self,
         live: &Live,
         snapshot: &Snapshot,
-        store: &mut Store,
+        store: &mut Recorder,
         now: DateTime<Utc>,
     ) -> (Vec<Decision>, Vec<(String, DateTime<Utc>)>) {
+        store.retry(now);
+        if snapshot.store_fault != self.fault_told {
+            if let Some(fault) = &snapshot.store_fault {
+                eprintln!(
+                    "mihari watch: the state store cannot be read: {fault}; nothing is \
+                     restarted until it can"
+                );
+            }
+            self.fault_told = snapshot.store_fault.clone();
+        }
         // Looked up by id once: a search per job would make each pass quadratic in the jobs.
         let histories: std::collections::HashMap<&str, &crate::core::History> = snapshot
             .evidence
@@ -203,26 +219,34 @@ impl Watcher {
             &history,
             self.config.settings.restart_daily_cap,
             // The watcher cannot escalate its own absence; that is the dashboard's to say.
-            &[],
+            // What it can say is that the store does not take its writes, or cannot be read.
+            &store_rules(snapshot, store),
             now,
         );
         // Claims whose claimer died mid-way (a watcher killed between claiming and
         // verifying) are resolved before anything else is decided.
-        let recovery = effect::recover::recover(store, &self.config);
+        let recovery = effect::recover::recover(store.store_mut(), &self.config);
         for settled in &recovery.settled {
             eprintln!("mihari watch: recovered a claim: {settled}");
         }
-        let restarts = self.restarts(live, &pass, store, now);
+        let restarts = self.restarts(live, &pass, snapshot, store, now);
         self.record(&pass, store);
         self.cap(live, &pass, store, now);
         if now >= self.next_cut {
-            if let Ok(Some(id)) = store.cut_digest(now) {
-                let _ = store.append(
-                    NewEvent::new(Kind::Detected).reason(format!("digest {id} cut at digest_at")),
-                );
+            match store.cut_digest(now) {
+                Cut::Made(id) => {
+                    store.append(
+                        NewEvent::new(Kind::Detected)
+                            .reason(format!("digest {id} cut at digest_at")),
+                    );
+                    self.next_cut = next_cut(now, self.config.settings.digest_at);
+                }
+                Cut::Empty => self.next_cut = next_cut(now, self.config.settings.digest_at),
+                // Not cut: the store takes no write (told already); cut when it does.
+                Cut::Failed => {}
             }
-            self.next_cut = next_cut(now, self.config.settings.digest_at);
         }
+        self.tell_store(store);
         let mut waits = pass.waits;
         // A spawn that may still be starting is looked at again when its grace period ends.
         waits.extend(recovery.waiting);
@@ -237,10 +261,25 @@ impl Watcher {
         &mut self,
         live: &Live,
         pass: &Pass,
-        store: &mut Store,
+        snapshot: &Snapshot,
+        store: &mut Recorder,
         now: DateTime<Utc>,
     ) -> Vec<Decision> {
         let mut decisions = Vec::new();
+        // A restart is claimed and recorded before it spawns: while the store takes no
+        // write, or cannot be read (no cap count, no claims), none may happen.
+        if store.failing() || snapshot.store_fault.is_some() {
+            if !pass.restarts.is_empty() && !self.restarts_held {
+                eprintln!(
+                    "mihari watch: automatic restarts of '{}' wait until the state store can \
+                     be read and written again",
+                    pass.restarts.join("', '")
+                );
+            }
+            self.restarts_held = !pass.restarts.is_empty();
+            return decisions;
+        }
+        self.restarts_held = false;
         for job in &pass.restarts {
             if self.in_flight.contains(job) || self.cooling.get(job).is_some_and(|at| *at > now) {
                 continue;
@@ -254,7 +293,7 @@ impl Watcher {
                     decisions.push(decision);
                 }
                 Err(why) => {
-                    let _ = store.append(
+                    store.append(
                         NewEvent::new(Kind::Refused)
                             .job(job)
                             .reason(format!("automatic restart refused: {why}")),
@@ -270,7 +309,7 @@ impl Watcher {
 
     /// A restart the workspace cooldown holds back: recorded once, with a digest item, and
     /// proposed again when the cooldown opens.
-    fn cool(&mut self, plan: &RestartPlan, store: &mut Store, now: DateTime<Utc>) {
+    fn cool(&mut self, plan: &RestartPlan, store: &mut Recorder, now: DateTime<Utc>) {
         let Cooldown::Closed {
             workspace_hash,
             last_spawn,
@@ -285,7 +324,7 @@ impl Watcher {
             (now - *last_spawn).num_seconds(),
             (*opens_at - now).num_seconds().max(1)
         );
-        let _ = store.append(
+        store.append(
             NewEvent::new(Kind::CooldownSuppressed)
                 .job(&plan.job)
                 .key(&plan.key)
@@ -293,7 +332,7 @@ impl Watcher {
                 .run(Some(&plan.run_id))
                 .reason(why),
         );
-        let _ = store.queue_digest(
+        store.queue_digest(
             Some(&plan.job),
             DigestCategory::Suppressed,
             "automatic restart held back by the workspace cooldown",
@@ -302,10 +341,10 @@ impl Watcher {
     }
 
     /// Records state changes, escalates new episodes, closes ended ones, queues the digest.
-    fn record(&mut self, pass: &Pass, store: &mut Store) {
+    fn record(&mut self, pass: &Pass, store: &mut Recorder) {
         for (job, before, now) in &pass.state_changes {
             let from = before.map_or("(first seen)", State::as_str);
-            let _ = store.append(
+            store.append(
                 NewEvent::new(Kind::StateChanged)
                     .job(job)
                     .reason(format!("{from} -> {}", now.as_str())),
@@ -315,22 +354,21 @@ impl Watcher {
             self.escalate(condition, store);
         }
         for (job, kind) in &pass.ended {
-            let _ = store.close_episode(job, kind.as_str());
+            store.close_episode(job, kind.as_str());
         }
         for (job, category, text) in &pass.digest {
             let category = DigestCategory::parse(category).unwrap_or(DigestCategory::Other);
-            let _ = store.queue_digest(job.as_deref(), category, text);
+            store.queue_digest(job.as_deref(), category, text);
         }
     }
 
     /// Tells a human once: records the episode and `escalated` now, when it is decided, then
     /// hands the one-line message to the notifier, which runs `escalate_command` with it as
     /// its last argument when there is room. A failure is recorded, never fatal.
-    fn escalate(&mut self, condition: &Condition, store: &mut Store) {
+    fn escalate(&mut self, condition: &Condition, store: &mut Recorder) {
         let job = (condition.job != NO_JOB).then_some(condition.job.as_str());
-        let opened = store
-            .open_episode(&condition.job, condition.kind.as_str(), &condition.message)
-            .unwrap_or(true);
+        let opened =
+            store.open_episode(&condition.job, condition.kind.as_str(), &condition.message);
         if !opened {
             return;
         }
@@ -339,8 +377,8 @@ impl Watcher {
         if let Some(job) = job {
             event = event.job(job);
         }
-        let _ = store.append(event);
-        let _ = store.mark_escalated(&condition.job, condition.kind.as_str());
+        store.append(event);
+        store.mark_escalated(&condition.job, condition.kind.as_str());
         if let Some(notifier) = &mut self.notifier {
             notifier.tell(Notice {
                 kind: condition.kind,
@@ -352,7 +390,7 @@ impl Watcher {
 
     /// A notifier run has been reported: its failure recorded, its place given to what
     /// queued behind it.
-    fn notified(&mut self, finished: &Finished, store: &mut Store) {
+    fn notified(&mut self, finished: &Finished, store: &mut Recorder) {
         record_escalate_result(store, finished);
         if let Some(notifier) = &mut self.notifier {
             notifier.finished(finished.run);
@@ -361,7 +399,7 @@ impl Watcher {
 
     /// Jobs that need a restart while the daily cap is spent: `cap-reached` once, and each
     /// new situation (a new claim key) recorded as `skipped`, queued as a suppression.
-    fn cap(&mut self, live: &Live, pass: &Pass, store: &mut Store, now: DateTime<Utc>) {
+    fn cap(&mut self, live: &Live, pass: &Pass, store: &mut Recorder, now: DateTime<Utc>) {
         for job in &pass.capped {
             let key = match live.engine.propose(Action::Restart, job, now) {
                 Ok(decision) => decision.key().to_string(),
@@ -372,18 +410,19 @@ impl Watcher {
             }
             let cap = self.config.settings.restart_daily_cap;
             let already_reached = store
+                .store()
                 .last_event(Some(job), &[Kind::CapReached, Kind::Started])
                 .ok()
                 .flatten()
                 .is_some_and(|e| e.kind == Kind::CapReached.as_str());
             if !already_reached {
-                let _ = store.append(
+                store.append(
                     NewEvent::new(Kind::CapReached)
                         .job(job)
                         .reason(format!("{cap} automatic restarts in 24 h")),
                 );
             }
-            let _ = store.append(
+            store.append(
                 NewEvent::new(Kind::Skipped)
                     .job(job)
                     .key(&key)
@@ -391,7 +430,7 @@ impl Watcher {
                         "automatic restart skipped: the daily cap of {cap} is spent"
                     )),
             );
-            let _ = store.queue_digest(
+            store.queue_digest(
                 Some(job),
                 DigestCategory::Suppressed,
                 &format!("restart skipped: the daily cap of {cap} is spent"),
@@ -401,7 +440,7 @@ impl Watcher {
 
     /// Notes a restart's outcome: queued for the digest, or left for the next pass (a failure
     /// is a broken rule the event log carries).
-    fn outcome(&mut self, job: &str, outcome: &Outcome, store: &mut Store) {
+    fn outcome(&mut self, job: &str, outcome: &Outcome, store: &mut Recorder) {
         self.in_flight.remove(job);
         // Short words of our own for the digest: an outcome's message may name a path.
         let (category, text) = match outcome.result {
@@ -441,23 +480,51 @@ impl Watcher {
             ),
         };
         let category = DigestCategory::parse(category).unwrap_or(DigestCategory::Other);
-        let _ = store.queue_digest(Some(job), category, text);
+        store.queue_digest(Some(job), category, text);
+        self.tell_store(store);
     }
 
-    /// The next moment the watcher itself must act: a backoff ending, or the digest's cut.
-    fn deadline(&self, pass_waits: &[(String, DateTime<Utc>)]) -> DateTime<Utc> {
+    /// Escalates, at once, an outage of the store's writes that began since the last look:
+    /// through the usual path, once per episode (the next passes carry its rule).
+    fn tell_store(&mut self, store: &mut Recorder) {
+        if let Some(rule) = store.take_untold()
+            && let Some(condition) = self.brain.rule_broken(&rule)
+        {
+            self.escalate(&condition, store);
+        }
+    }
+
+    /// The next moment the watcher itself must act: a backoff ending, the digest's cut, or
+    /// trying the store again while it takes no write.
+    fn deadline(&self, pass_waits: &[(String, DateTime<Utc>)], store: &Recorder) -> DateTime<Utc> {
         pass_waits
             .iter()
             .map(|(_, at)| *at)
             .chain(std::iter::once(self.next_cut))
+            .chain(store.retry_at())
             .min()
             .unwrap_or(self.next_cut)
     }
 }
 
+/// The broken rules about the store itself the watcher escalates: its own writes failing,
+/// and a store its engine cannot read.
+fn store_rules(snapshot: &Snapshot, store: &Recorder) -> Vec<String> {
+    store
+        .rule()
+        .into_iter()
+        .chain(
+            snapshot
+                .store_fault
+                .iter()
+                .map(|fault| format!("the state store cannot be read: {fault}")),
+        )
+        .collect()
+}
+
 /// Records a failed `escalate_command` run (a success needs no record: `escalated` is
 /// already there): for its one escalation, or once for those it told together.
-fn record_escalate_result(store: &mut Store, finished: &Finished) {
+fn record_escalate_result(store: &mut Recorder, finished: &Finished) {
     let Err(error) = &finished.result else {
         return;
     };
@@ -478,7 +545,7 @@ fn record_escalate_result(store: &mut Store, finished: &Finished) {
             many.len()
         )),
     };
-    let _ = store.append(event);
+    store.append(event);
 }
 
 /// A notifier for the jobs file's `escalate_command`, reporting through `report`.
@@ -500,7 +567,7 @@ enum Input {
     Stop,
 }
 
-async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> {
+async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
     for kind in [
         tokio::signal::unix::SignalKind::terminate(),
@@ -524,7 +591,8 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
         }),
     )?;
     let now = Utc::now();
-    let mut watcher = Watcher::new(config.clone(), store, now);
+    let mut watcher = Watcher::new(config.clone(), store.store(), now)
+        .map_err(|error| crate::engine::store_error_words(&config.settings.state_dir, &error))?;
     let notified = sender.clone();
     watcher.notifier = notifier_for(&config, move |finished| {
         let _ = notified.send(Input::Notified(finished));
@@ -555,7 +623,7 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
         }
 
         let engine_deadline = live.deadline(&snapshot, now);
-        let own = watcher.deadline(&waits);
+        let own = watcher.deadline(&waits, store);
         let deadline = engine_deadline.map_or(own, |at| at.min(own));
         let batch = next_batch(&mut inbox, Some(deadline), |i| {
             matches!(i, Input::Trigger(_))
@@ -581,7 +649,10 @@ async fn watch_forever(config: Config, store: &mut Store) -> Result<(), String> 
                     watcher.outcome(&job, &outcome, store);
                     restarted = true;
                 }
-                Input::Notified(finished) => watcher.notified(&finished, store),
+                Input::Notified(finished) => {
+                    watcher.notified(&finished, store);
+                    watcher.tell_store(store);
+                }
             }
         }
         let now = Utc::now();
@@ -606,7 +677,7 @@ fn start_checks(live: &mut Live, sender: &mpsc::UnboundedSender<Input>, now: Dat
 
 /// One pass for cron or a systemd timer: gather, run every check, act, record the pass
 /// (with its interval, so a missing pass can be noticed), and exit with `check`'s code.
-fn one_pass(config: Config, mut store: Store, interval_sec: u64) -> ExitCode {
+fn one_pass(config: Config, store: &mut Recorder, interval_sec: u64) -> ExitCode {
     let mut live = match Live::new(config.clone(), Arc::new(|_| {})) {
         Ok(live) => live,
         Err(error) => {
@@ -617,26 +688,33 @@ fn one_pass(config: Config, mut store: Store, interval_sec: u64) -> ExitCode {
     live.engine.run_checks(None);
     let now = Utc::now();
     let snapshot = live.start(now);
-    let mut watcher = Watcher::new(config.clone(), &store, now);
+    let mut watcher = match Watcher::new(config.clone(), store.store(), now) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
+            eprintln!("mihari watch --once: {words}");
+            return ExitCode::from(3);
+        }
+    };
     let (report, reports) = std::sync::mpsc::channel();
     watcher.notifier = notifier_for(&config, move |finished| {
         let _ = report.send(finished);
     });
-    let (decisions, _) = watcher.pass(&live, &snapshot, &mut store, now);
+    let (decisions, _) = watcher.pass(&live, &snapshot, store, now);
     for decision in decisions {
         let outcome = effect::execute(&decision, &config, Actor::Watcher);
         println!("{}", crate::core::text::inert(&outcome.message));
-        watcher.outcome(decision.job(), &outcome, &mut store);
+        watcher.outcome(decision.job(), &outcome, store);
     }
     // The pass tells what it found before it exits: each run ends within its timeout, and
     // what queued behind the first ones goes out together in one more.
     while watcher.notifier.as_ref().is_some_and(|n| !n.is_idle()) {
         match reports.recv_timeout(crate::effect::notify::TIMEOUT * 2) {
-            Ok(finished) => watcher.notified(&finished, &mut store),
+            Ok(finished) => watcher.notified(&finished, store),
             Err(_) => break,
         }
     }
-    let _ = store.append(NewEvent::new(Kind::WatcherPass).reason(format!(
+    store.append(NewEvent::new(Kind::WatcherPass).reason(format!(
         "once, interval {interval_sec} s, pid {}",
         std::process::id()
     )));

@@ -405,10 +405,11 @@ fn check_json_lists_jobs_in_action_list_order_with_the_spec_fields() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 3, "{keys:?}");
-    for key in ["generated_at", "jobs", "dispatch_held"] {
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    for key in ["generated_at", "jobs", "dispatch_held", "rules", "store"] {
         assert!(keys.contains(&key), "missing {key}");
     }
+    assert_eq!(report["store"]["state"], "ok", "{:#}", report["store"]);
     let rank = |bucket: &Value| match bucket.as_str() {
         Some("RESTART") => 0,
         Some("RED") => 1,

@@ -643,19 +643,30 @@ fn assert_state_dir_unusable(s: &Sandbox, state: &Path, name_in_message: &str) {
     assert!(stderr.contains(name_in_message), "{what}: {stderr}");
     assert!(stderr.contains("settings.state_dir"), "{what}: {stderr}");
 
-    // check still assesses, and says the store is unavailable.
+    // check still assesses, and says the store is unavailable: a notice when there is no
+    // store to read, UNKNOWN when one exists and cannot be read (what it holds is not known).
     let run = mihari(&config, &["check"]);
-    assert!(
-        matches!(run.code, 0..=2),
-        "{what}: {}{}",
-        run.stdout,
-        run.stderr
-    );
-    assert!(
-        run.stdout.contains("notice: state store") && run.stdout.contains("unavailable"),
-        "{what}: {}",
-        run.stdout
-    );
+    if state.join("mihari.sqlite").exists() {
+        assert_eq!(run.code, 3, "{what}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout
+                .contains("UNKNOWN: the state store cannot be used"),
+            "{what}: {}",
+            run.stdout
+        );
+    } else {
+        assert!(
+            matches!(run.code, 0..=2),
+            "{what}: {}{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stdout.contains("notice: state store") && run.stdout.contains("unavailable"),
+            "{what}: {}",
+            run.stdout
+        );
+    }
     assert!(
         run.stdout.contains(name_in_message),
         "{what}: {}",

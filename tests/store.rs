@@ -32,7 +32,7 @@ fn the_store_is_created_0600_in_a_0700_folder_in_wal_mode() {
         .connection()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 6);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
@@ -408,4 +408,465 @@ fn an_events_reason_never_holds_a_raw_path() {
         "cannot open the job's log '…/collect.log' for its output: Permission denied; \
          cannot start …/mihari"
     );
+}
+
+// Who owns the store, and what it is (ISSUE 9, items 2 and 3)
+
+/// The uid and gid of `mihari-other`, an unprivileged user made for these tests; `None`, with
+/// a message, where users cannot be made. "Already exists" (exit 9) is fine: tests run in
+/// parallel.
+fn other_user() -> Option<(u32, u32)> {
+    if nix::unistd::User::from_name("mihari-other")
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        match std::process::Command::new("useradd")
+            .args(["--system", "--no-create-home", "mihari-other"])
+            .output()
+        {
+            Ok(out) if out.status.success() || out.status.code() == Some(9) => {}
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot create the user mihari-other: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return None;
+            }
+            Err(error) => {
+                eprintln!("skipped: cannot run useradd: {error}");
+                return None;
+            }
+        }
+    }
+    let user = nix::unistd::User::from_name("mihari-other")
+        .ok()
+        .flatten()?;
+    Some((user.uid.as_raw(), user.gid.as_raw()))
+}
+
+fn chown(path: &std::path::Path, (uid, gid): (u32, u32)) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
+}
+
+fn refusal(dir: &std::path::Path) -> String {
+    match Store::open(dir, Actor::Cli) {
+        Ok(_) => panic!("the store in '{}' was opened", dir.display()),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn a_state_folder_owned_by_another_user_is_refused() {
+    let Some(other) = other_user() else { return };
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("state");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    // The other user's folder holds a link to a file of ours, waiting for a store to be
+    // written through it.
+    let precious = parent.path().join("precious.conf");
+    fs::write(&precious, "").unwrap();
+    std::os::unix::fs::symlink(&precious, dir.join("mihari.sqlite")).unwrap();
+    chown(&dir, other);
+    let error = refusal(&dir);
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", dir.display())), "{error}");
+    assert!(error.contains("chown"), "{error}");
+    assert_eq!(fs::read(&precious).unwrap(), b"", "the target was written");
+}
+
+#[test]
+fn a_store_file_owned_by_another_user_is_refused() {
+    let Some(other) = other_user() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let db = dir.path().join("mihari.sqlite");
+    chown(&db, other);
+    let error = refusal(dir.path());
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", db.display())), "{error}");
+
+    // Its WAL file too: SQLite would write the next commit into another user's file.
+    chown(&db, (0, 0));
+    let store = open(dir.path());
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    assert!(wal.exists(), "a WAL file while the store is open");
+    chown(&wal, other);
+    drop(store);
+    // Closing the last connection checkpoints and may remove the WAL; plant one again.
+    if !wal.exists() {
+        fs::write(&wal, "").unwrap();
+        fs::set_permissions(&wal, fs::Permissions::from_mode(0o600)).unwrap();
+        chown(&wal, other);
+    }
+    let error = refusal(dir.path());
+    assert!(error.contains("owned by"), "{error}");
+    assert!(error.contains(&format!("'{}'", wal.display())), "{error}");
+}
+
+#[test]
+fn a_store_file_that_is_a_symlink_is_refused_and_its_target_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // A link to nothing yet: opening through it would create a store where it points.
+    let target = elsewhere.path().join("planted.sqlite");
+    std::os::unix::fs::symlink(&target, dir.path().join("mihari.sqlite")).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(!target.exists(), "a store was written through the link");
+
+    // A link to an empty file of ours: SQLite would make it a database.
+    let empty = elsewhere.path().join("notes.txt");
+    fs::write(&empty, "").unwrap();
+    fs::remove_file(dir.path().join("mihari.sqlite")).unwrap();
+    std::os::unix::fs::symlink(&empty, dir.path().join("mihari.sqlite")).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert_eq!(fs::read(&empty).unwrap(), b"", "the target was written");
+
+    // A link where the WAL goes.
+    fs::remove_file(dir.path().join("mihari.sqlite")).unwrap();
+    drop(open(dir.path()));
+    let wal = dir.path().join("mihari.sqlite-wal");
+    let _ = fs::remove_file(&wal);
+    std::os::unix::fs::symlink(&empty, &wal).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(error.contains(&format!("'{}'", wal.display())), "{error}");
+    assert_eq!(fs::read(&empty).unwrap(), b"", "the target was written");
+}
+
+#[test]
+fn a_store_file_others_can_read_or_write_is_refused_with_the_chmod_to_run() {
+    for mode in [0o666, 0o640, 0o604, 0o620] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()));
+        let db = dir.path().join("mihari.sqlite");
+        fs::set_permissions(&db, fs::Permissions::from_mode(mode)).unwrap();
+        let error = refusal(dir.path());
+        assert!(
+            error.contains(&format!("chmod 600 '{}'", db.display())),
+            "mode {mode:o}: {error}"
+        );
+        assert!(
+            error.contains(&format!("{mode:o}")),
+            "mode {mode:o}: {error}"
+        );
+        fs::set_permissions(&db, fs::Permissions::from_mode(0o600)).unwrap();
+        drop(open(dir.path()));
+    }
+}
+
+// The event log stays append-only (ISSUE 9, item 4)
+
+/// Every statement that could rewrite or remove an event, on the first event (id 1).
+const REWRITES: [&str; 7] = [
+    "INSERT OR REPLACE INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'rewritten')",
+    "REPLACE INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'rewritten')",
+    "INSERT INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'x') ON CONFLICT(id) DO UPDATE SET reason = 'rewritten'",
+    "INSERT INTO events (id, at_ms, kind, actor, session, reason) \
+     VALUES (1, 0, 'detected', 'cli', 's', 'x') ON CONFLICT DO NOTHING",
+    "UPDATE events SET reason = 'rewritten' WHERE id = 1",
+    "UPDATE OR REPLACE events SET id = 2 WHERE id = 1",
+    "DELETE FROM events WHERE id = 1",
+];
+
+fn one_event_store(dir: &std::path::Path) -> Store {
+    let mut store = open(dir);
+    store
+        .append(
+            NewEvent::new(Kind::Spawned)
+                .job("collect")
+                .reason("as it happened"),
+        )
+        .unwrap();
+    store
+}
+
+fn only_event_is_intact(store: &Store) {
+    let events = store.events(&EventFilter::default()).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].id, 1);
+    assert_eq!(events[0].kind, "spawned");
+    assert_eq!(events[0].reason.as_deref(), Some("as it happened"));
+}
+
+#[test]
+fn no_statement_rewrites_an_event_through_rusqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_event_store(dir.path());
+    for sql in REWRITES {
+        let error = store
+            .connection()
+            .execute(sql, [])
+            .expect_err(sql)
+            .to_string();
+        assert!(error.contains("append-only"), "{sql}: {error}");
+    }
+    only_event_is_intact(&store);
+}
+
+#[test]
+fn no_statement_rewrites_an_event_through_the_sqlite3_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(one_event_store(dir.path()));
+    let db = dir.path().join("mihari.sqlite");
+    for sql in REWRITES {
+        let out = match std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(sql)
+            .output()
+        {
+            Ok(out) => out,
+            Err(error) => {
+                eprintln!("skipped: cannot run sqlite3: {error}");
+                return;
+            }
+        };
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sql}: it ran");
+        assert!(stderr.contains("append-only"), "{sql}: {stderr}");
+    }
+    only_event_is_intact(&open(dir.path()));
+}
+
+#[test]
+fn a_store_whose_protecting_trigger_was_dropped_or_changed_is_refused() {
+    for trigger in [
+        "events_never_updated",
+        "events_never_deleted",
+        "events_ids_never_reused",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = one_event_store(dir.path());
+        store
+            .connection()
+            .execute_batch(&format!("DROP TRIGGER {trigger}"))
+            .unwrap();
+        drop(store);
+        let error = refusal(dir.path());
+        assert!(error.contains(&format!("'{trigger}'")), "{error}");
+        assert!(error.contains("missing"), "{error}");
+        // The fix it names, run as printed, makes the store usable again.
+        let fix = error
+            .split("put the trigger back: ")
+            .nth(1)
+            .and_then(|rest| rest.split("; otherwise").next())
+            .unwrap_or_else(|| panic!("no fix in: {error}"));
+        let ran = std::process::Command::new("sh").args(["-c", fix]).output();
+        match ran {
+            Ok(out) if out.status.success() => {
+                only_event_is_intact(&open(dir.path()));
+                let conn = rusqlite::Connection::open(dir.path().join("mihari.sqlite")).unwrap();
+                conn.execute_batch(&format!("DROP TRIGGER {trigger}"))
+                    .unwrap();
+            }
+            Ok(out) => panic!("{fix}: {}", String::from_utf8_lossy(&out.stderr)),
+            Err(error) => eprintln!("not run: {fix}: {error}"),
+        }
+
+        // The same name over a trigger that lets everything through.
+        let conn = rusqlite::Connection::open(dir.path().join("mihari.sqlite")).unwrap();
+        let event = if trigger == "events_ids_never_reused" {
+            "INSERT"
+        } else if trigger == "events_never_updated" {
+            "UPDATE"
+        } else {
+            "DELETE"
+        };
+        conn.execute_batch(&format!(
+            "CREATE TRIGGER {trigger} BEFORE {event} ON events BEGIN SELECT 1; END;"
+        ))
+        .unwrap();
+        drop(conn);
+        let error = refusal(dir.path());
+        assert!(error.contains(&format!("'{trigger}'")), "{error}");
+        assert!(error.contains("not as mihari made it"), "{error}");
+    }
+}
+
+#[test]
+fn a_trigger_mihari_did_not_make_on_the_event_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_event_store(dir.path());
+    // It would make every new event vanish without an error.
+    store
+        .connection()
+        .execute_batch(
+            "CREATE TRIGGER events_quietly_dropped BEFORE INSERT ON events \
+             BEGIN SELECT RAISE(IGNORE); END;",
+        )
+        .unwrap();
+    drop(store);
+    let error = refusal(dir.path());
+    assert!(error.contains("'events_quietly_dropped'"), "{error}");
+    assert!(
+        error.contains("DROP TRIGGER events_quietly_dropped"),
+        "{error}"
+    );
+}
+
+// A store emptied, removed or replaced under mihari (ISSUE 9, item 6)
+
+/// A store with history: a watcher that ran, a spawn, an open claim.
+fn store_with_history(dir: &std::path::Path) {
+    let mut store = open(dir);
+    store
+        .append(NewEvent::new(Kind::WatcherStarted).reason("pid 4242"))
+        .unwrap();
+    store
+        .append(NewEvent::new(Kind::Spawned).job("collect"))
+        .unwrap();
+    store
+        .claim("k1", "collect", "restart", "dead lock")
+        .unwrap();
+}
+
+#[test]
+fn a_fresh_state_folder_starts_silently_and_records_the_stores_identity() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("state");
+    drop(open(&dir));
+    let id_file = dir.join("mihari.sqlite.id");
+    let id = fs::read_to_string(&id_file).unwrap();
+    assert_eq!(id.trim().len(), 32, "{id:?}");
+    assert_eq!(
+        fs::metadata(&id_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Every later open agrees with it.
+    drop(open(&dir));
+    assert_eq!(fs::read_to_string(&id_file).unwrap(), id);
+}
+
+#[test]
+fn a_store_emptied_under_mihari_is_refused_instead_of_started_over() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let db = dir.path().join("mihari.sqlite");
+    fs::File::create(&db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("empty"), "{error}");
+    assert!(error.contains(&format!("'{}'", db.display())), "{error}");
+    assert!(error.contains("claims"), "{error}");
+    assert_eq!(
+        fs::metadata(&db).unwrap().len(),
+        0,
+        "the store was made again"
+    );
+
+    // Starting over deliberately: the command the refusal names.
+    let fix = error
+        .split("move it aside: ")
+        .nth(1)
+        .and_then(|rest| rest.split("; mihari starts").next())
+        .unwrap_or_else(|| panic!("no command in: {error}"));
+    let out = std::process::Command::new("sh")
+        .args(["-c", fix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{fix}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fresh = open(dir.path());
+    assert!(fresh.events(&EventFilter::default()).unwrap().is_empty());
+}
+
+#[test]
+fn a_store_removed_under_mihari_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let db = dir.path().join("mihari.sqlite");
+    fs::remove_file(&db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("is gone"), "{error}");
+    assert!(!db.exists(), "the store was made again");
+    // Removing the identity file is the deliberate start over.
+    let id_file = dir.path().join("mihari.sqlite.id");
+    assert!(
+        error.contains(&format!("rm '{}'", id_file.display())),
+        "{error}"
+    );
+    fs::remove_file(&id_file).unwrap();
+    drop(open(dir.path()));
+}
+
+#[test]
+fn a_store_replaced_by_another_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let other = tempfile::tempdir().unwrap();
+    drop(open(other.path()));
+    let db = dir.path().join("mihari.sqlite");
+    // Another mihari store, then a database that is not mihari's at all.
+    fs::copy(other.path().join("mihari.sqlite"), &db).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("replaced by another database"), "{error}");
+    let plain = rusqlite::Connection::open(other.path().join("plain.sqlite")).unwrap();
+    plain.execute_batch("CREATE TABLE notes (x)").unwrap();
+    drop(plain);
+    fs::copy(other.path().join("plain.sqlite"), &db).unwrap();
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o600)).unwrap();
+    let error = refusal(dir.path());
+    assert!(error.contains("replaced by another database"), "{error}");
+    // That database is left as it was found: no tables of ours, no switch to WAL.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(tables, ["notes"]);
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "delete");
+}
+
+#[test]
+fn a_store_from_before_identities_is_adopted_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_history(dir.path());
+    let id_file = dir.path().join("mihari.sqlite.id");
+    fs::remove_file(&id_file).unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.events(&EventFilter::default()).unwrap().len(), 3);
+    assert!(id_file.exists());
+}
+
+#[test]
+fn threads_opening_a_fresh_store_at_once_all_succeed_with_one_identity() {
+    for round in 0..30 {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(dir.path().join("state"));
+        let barrier = Arc::new(Barrier::new(8));
+        let opened: Vec<_> = (0..8)
+            .map(|_| {
+                let (state, barrier) = (state.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&state, Actor::Cli)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for handle in opened {
+            if let Err(error) = handle.join().unwrap() {
+                panic!("round {round}: {error}");
+            }
+        }
+        let id = fs::read_to_string(state.join("mihari.sqlite.id")).unwrap();
+        assert_eq!(id.trim().len(), 32, "round {round}");
+    }
 }

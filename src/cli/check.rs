@@ -65,9 +65,13 @@ pub fn assess_and_render(
     (snapshot, written)
 }
 
-/// The Nagios status of a snapshot: the worst bucket present decides; a pending approval is
-/// at least a warning.
+/// The Nagios status of a snapshot: a state store that cannot be used is UNKNOWN (what it
+/// holds — approvals, history, the watcher's record — cannot be seen); otherwise the worst
+/// bucket present decides, and a pending approval is at least a warning.
 pub fn status_code(snapshot: &Snapshot) -> u8 {
+    if snapshot.store_fault.is_some() {
+        return EXIT_UNKNOWN;
+    }
     let approvals = snapshot
         .list
         .rows()
@@ -97,6 +101,14 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         counts.join(" · "),
         snapshot.watcher.words()
     )?;
+    if let Some(fault) = &snapshot.store_fault {
+        writeln!(
+            out,
+            "UNKNOWN: the state store cannot be used, so approvals, history and the \
+             watcher's record are not known: {}",
+            inert(fault)
+        )?;
+    }
     if let Some(why) = &list.dispatch_held {
         writeln!(out, "dispatch held: {}", inert(why))?;
     }
@@ -183,6 +195,17 @@ struct JsonReport<'a> {
     generated_at: String,
     jobs: Vec<JsonJob<'a>>,
     dispatch_held: bool,
+    /// Broken rules that belong to no job.
+    rules: Vec<String>,
+    store: JsonStore,
+}
+
+/// Whether the state store can be used: `ok`; `fault` (check exits 3) or `writes_failing`
+/// (the watcher's writes fail: RED), with why.
+#[derive(Serialize)]
+struct JsonStore {
+    state: &'static str,
+    reason: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -216,6 +239,19 @@ pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> 
             .to_rfc3339_opts(SecondsFormat::Millis, true),
         jobs: snapshot.list.rows().map(json_job).collect(),
         dispatch_held: snapshot.list.dispatch_held.is_some(),
+        rules: snapshot.list.rules.iter().map(|r| inert(r)).collect(),
+        store: JsonStore {
+            state: match (&snapshot.store_fault, &snapshot.store_writes_failing) {
+                (Some(_), _) => "fault",
+                (None, Some(_)) => "writes_failing",
+                (None, None) => "ok",
+            },
+            reason: snapshot
+                .store_fault
+                .as_deref()
+                .or(snapshot.store_writes_failing.as_deref())
+                .map(inert),
+        },
     };
     serde_json::to_writer(&mut *out, &report)?;
     writeln!(out)
@@ -329,6 +365,28 @@ pub fn render_prometheus(snapshot: &Snapshot, out: &mut impl Write) -> io::Resul
             bucket.as_str()
         )?;
     }
+    writeln!(
+        out,
+        "# HELP mihari_store_readable 0 while the state store is damaged, refused or \
+         unreadable (check exits 3), else 1."
+    )?;
+    writeln!(out, "# TYPE mihari_store_readable gauge")?;
+    writeln!(
+        out,
+        "mihari_store_readable {}",
+        u8::from(snapshot.store_fault.is_none())
+    )?;
+    writeln!(
+        out,
+        "# HELP mihari_store_writes_failing 1 while the watcher's writes to the state store \
+         fail (a RED rule)."
+    )?;
+    writeln!(out, "# TYPE mihari_store_writes_failing gauge")?;
+    writeln!(
+        out,
+        "mihari_store_writes_failing {}",
+        u8::from(snapshot.store_writes_failing.is_some())
+    )?;
     writeln!(out, "# HELP mihari_dispatch_held 1 while anything is RED.")?;
     writeln!(out, "# TYPE mihari_dispatch_held gauge")?;
     writeln!(

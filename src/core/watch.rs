@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 
 use super::assess::{Assessment, State};
 use super::auto::{AutoVerdict, auto_restart};
-use super::escalate::{Condition, EscalationKind, conditions};
+use super::escalate::{Condition, EscalationKind, NO_JOB, conditions};
 use super::evidence::History;
 use super::order::ActionList;
 use crate::config::JobSpec;
@@ -108,6 +108,19 @@ impl Brain {
         self.episodes
             .insert((job.to_string(), EscalationKind::Unrestartable))
             .then(|| unrestartable(job, why))
+    }
+
+    /// Notes a broken rule that belongs to no job, found between passes (the store took no
+    /// write): the condition when this opens its episode, to be told now rather than at the
+    /// next pass. The next passes keep the episode open while their `rules` carry it.
+    pub fn rule_broken(&mut self, rule: &str) -> Option<Condition> {
+        self.episodes
+            .insert((NO_JOB.to_string(), EscalationKind::BrokenRule))
+            .then(|| Condition {
+                job: NO_JOB.to_string(),
+                kind: EscalationKind::BrokenRule,
+                message: rule.to_string(),
+            })
     }
 
     /// Judges one action list at `now`. `history` gives each job's event-log history;

@@ -9,6 +9,7 @@
 //! resolves claims whose claimer died mid-way.
 
 pub mod notify;
+pub mod recorder;
 pub mod recover;
 pub mod release;
 pub mod run;

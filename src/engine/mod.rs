@@ -6,7 +6,9 @@
 //! evidence of each job) and hands `core` the clock reading of each pass, so `core` stays pure.
 //! It also answers the questions an event-driven loop asks: which files and holders to watch,
 //! which jobs a changed path belongs to, and the next moment a verdict can change by time
-//! alone. It never draws and never blocks on a check: checks are handed out to run elsewhere.
+//! alone. A state store that cannot be used or read is a fault on the snapshot (`check`
+//! says UNKNOWN), never an empty answer. It never draws and never blocks on a check: checks
+//! are handed out to run elsewhere.
 
 pub mod live;
 mod record;
@@ -35,23 +37,47 @@ use crate::core::{
     order_with_rules,
 };
 use crate::probe::{Prober, checks};
-use crate::store::{Actor, Store};
+use crate::store::{Actor, Fault, Store, StoreError};
 
-/// Why the state store in `state_dir` cannot be used, naming the folder and what mihari
-/// needs of it. The store's own error does not always name it: on a read-only filesystem an
-/// existing store fails with SQLite's bare "unable to open database file" (its -wal and -shm
-/// files cannot be made).
-pub fn store_error_words(state_dir: &Path, error: &impl std::fmt::Display) -> String {
-    let mut words = error.to_string();
-    if words.contains("settings.state_dir") {
-        return words;
+/// Why the state store in `state_dir` cannot be used, naming the file or folder and what to
+/// do: a damaged store is moved aside, a full disk is named as such, a refusal already says
+/// its fix. The store's own error does not always name the folder: on a read-only
+/// filesystem an existing store fails with SQLite's bare "unable to open database file" (its
+/// -wal and -shm files cannot be made).
+pub fn store_error_words(state_dir: &Path, error: &StoreError) -> String {
+    let db = state_dir.join(crate::store::DB_FILE);
+    let words = error.to_string();
+    let fault = match error.fault() {
+        Fault::Other if crate::store::files::no_space_left(state_dir) => Fault::Full,
+        fault => fault,
+    };
+    match fault {
+        Fault::Refused => words,
+        Fault::Damaged if words.contains(&format!("'{}'", db.display())) => {
+            format!("{words}: {}", crate::store::move_aside_words(&db))
+        }
+        Fault::Damaged => format!(
+            "the state store '{}' is damaged ({words}): {}",
+            db.display(),
+            crate::store::move_aside_words(&db)
+        ),
+        Fault::Full => format!(
+            "the disk holding the state store '{}' is full ({words}): free space there",
+            db.display()
+        ),
+        Fault::Busy => format!(
+            "the state store '{}' stayed locked by another process ({words}); if this \
+             lasts, look for a hung process holding it: fuser -v '{}'",
+            db.display(),
+            db.display()
+        ),
+        Fault::Other if words.contains("settings.state_dir") => words,
+        Fault::Other => format!(
+            "{words} (state folder '{}': mihari must be able to create and write files \
+             there; otherwise set settings.state_dir to a folder where it can)",
+            state_dir.display()
+        ),
     }
-    words.push_str(&format!(
-        " (state folder '{}': mihari must be able to create and write files there; \
-         otherwise set settings.state_dir to a folder where it can)",
-        state_dir.display()
-    ));
-    words
 }
 
 /// One pass over every job: what was seen and what it means.
@@ -65,6 +91,12 @@ pub struct Snapshot {
     pub notices: Vec<String>,
     /// Whether a machine watcher watches these jobs.
     pub watcher: WatcherStatus,
+    /// Why the state store cannot be used (damaged, refused, unreadable), naming the file and
+    /// what to do: the store's part of every job is unknown, so `check` says UNKNOWN.
+    pub store_fault: Option<String>,
+    /// The live watcher's report that its writes to the store fail: a broken rule (RED) in
+    /// `list.rules` too, named here for the header.
+    pub store_writes_failing: Option<String>,
     /// Folders polled because they could not be watched (the inotify watch limit).
     pub polled_folders: usize,
 }
@@ -93,6 +125,8 @@ impl Snapshot {
             list: order_with_rules(assessments, rules),
             notices: Vec::new(),
             watcher: WatcherStatus::Never,
+            store_fault: None,
+            store_writes_failing: None,
             polled_folders: 0,
         }
     }
@@ -150,12 +184,20 @@ pub struct Engine {
     checks: HashMap<(String, String), CheckOutcome>,
     /// The latest evidence of each job, in jobs-file order (empty until the first gather).
     evidence: Vec<Evidence>,
-    notices: Vec<String>,
     /// Checks handed out by [`Engine::take_due_checks`] whose results have not come back.
     checks_out: HashSet<(String, String)>,
     /// The state store, read for heartbeats, approvals and past starts; `None` when it cannot
-    /// be opened (a notice says why).
+    /// be opened or was found damaged (then `store_fault` or `store_notice` says why).
     store: Option<Store>,
+    /// Why the store cannot be used as it stands: shown, and `check` is UNKNOWN, until it can.
+    store_fault: Option<String>,
+    /// Why there is no store, when none exists yet and none can be made there: a notice only,
+    /// for nothing recorded is hidden.
+    store_notice: Option<String>,
+    /// When a store that could not be opened, or was found damaged, is opened again.
+    store_retry: Option<DateTime<Utc>>,
+    /// The live watcher's report that its writes to the store fail, as last read.
+    store_writes_failing: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
 }
@@ -171,26 +213,18 @@ pub enum Action {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        let mut notices = Vec::new();
-        let store = match Store::open(&config.settings.state_dir, Actor::Cli) {
-            Ok(store) => Some(store),
-            Err(error) => {
-                notices.push(format!(
-                    "state store unavailable ({}): heartbeats, approvals and past starts are \
-                     not shown",
-                    store_error_words(&config.settings.state_dir, &error)
-                ));
-                None
-            }
-        };
+        let opened = open_store(&config.settings.state_dir);
         Engine {
             config,
             prober: Prober::new(),
             checks: HashMap::new(),
             evidence: Vec::new(),
-            notices,
             checks_out: HashSet::new(),
-            store,
+            store_retry: opened.store.is_none().then(|| Utc::now() + STORE_RETRY),
+            store: opened.store,
+            store_fault: opened.fault,
+            store_notice: opened.notice,
+            store_writes_failing: None,
             watcher: WatcherStatus::Never,
         }
     }
@@ -280,8 +314,7 @@ impl Engine {
         if first {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
         }
-        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
-        let view = record::StoreView::read(self.store.as_ref(), now);
+        let view = self.read_store(now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             if first || only.is_none_or(|ids| ids.contains(&job.id)) {
                 *seen = self.prober.gather(job);
@@ -299,12 +332,80 @@ impl Engine {
         if self.evidence.len() != self.config.jobs.len() {
             return self.refresh(None, now);
         }
-        let view = record::StoreView::read(self.store.as_ref(), now);
+        let view = self.read_store(now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             view.record(job, now).apply(seen);
         }
-        self.watcher = record::watcher_status(self.store.as_ref(), &self.config, now);
         self.reassess(now)
+    }
+
+    /// Reads the store's part of every job and whether a watcher watches. A read that fails
+    /// is a store fault, never an empty answer: the part stays empty, and the snapshot says
+    /// why. A damaged store is closed and opened (and checked) again a while later, so
+    /// moving it aside is seen without a restart.
+    fn read_store(&mut self, now: DateTime<Utc>) -> record::StoreView {
+        let view = self.read_store_records(now);
+        // Only the live watcher's own report counts: a dead watcher's is stale, and its
+        // absence is a broken rule of its own.
+        self.store_writes_failing = match self.watcher {
+            WatcherStatus::Alive { pid, .. } => {
+                crate::store::health::read(&self.config.settings.state_dir)
+                    .filter(|health| health.pid == pid)
+                    .and_then(|health| health.rule())
+            }
+            _ => None,
+        };
+        view
+    }
+
+    fn read_store_records(&mut self, now: DateTime<Utc>) -> record::StoreView {
+        if self.store.is_none() && self.store_retry.is_some_and(|at| now >= at) {
+            let opened = open_store(&self.config.settings.state_dir);
+            self.store_retry = opened.store.is_none().then(|| now + STORE_RETRY);
+            self.store = opened.store;
+            self.store_fault = opened.fault;
+            self.store_notice = opened.notice;
+        }
+        let Some(store) = &self.store else {
+            self.watcher = match &self.store_fault {
+                Some(_) => {
+                    record::watcher_from_lock(&self.config).unwrap_or(WatcherStatus::Unknown {
+                        why: "the state store cannot be read, so whether a watcher ran is \
+                              not known"
+                            .to_string(),
+                    })
+                }
+                None => record::watcher_from_lock(&self.config).unwrap_or(WatcherStatus::Never),
+            };
+            return record::StoreView::default();
+        };
+        let read = record::StoreView::read(store, now).and_then(|view| {
+            Ok((
+                view,
+                record::watcher_status(Some(store), &self.config, now)?,
+            ))
+        });
+        match read {
+            Ok((view, watcher)) => {
+                self.store_fault = None;
+                self.watcher = watcher;
+                view
+            }
+            Err(error) => {
+                self.store_fault = Some(store_error_words(&self.config.settings.state_dir, &error));
+                if error.fault() == Fault::Damaged {
+                    self.store = None;
+                    self.store_retry = Some(now + STORE_RETRY);
+                }
+                self.watcher =
+                    record::watcher_from_lock(&self.config).unwrap_or(WatcherStatus::Unknown {
+                        why: "the state store cannot be read, so whether a watcher ran is not \
+                              known"
+                            .to_string(),
+                    });
+                record::StoreView::default()
+            }
+        }
     }
 
     /// The event log as the events view shows it; an error in words when it cannot be read.
@@ -319,12 +420,12 @@ impl Engine {
     }
 
     /// The state store's files: a write to them (a heartbeat, an approval, a decision) is
-    /// news for every job.
+    /// news for every job; so is the watcher's report that its writes fail.
     pub fn store_paths(&self) -> Vec<PathBuf> {
-        let db = self.config.settings.state_dir.join(crate::store::DB_FILE);
-        let mut wal = db.clone().into_os_string();
-        wal.push("-wal");
-        vec![db, PathBuf::from(wal)]
+        let state_dir = &self.config.settings.state_dir;
+        let db = state_dir.join(crate::store::DB_FILE);
+        let wal = crate::store::files::beside(&db, "-wal");
+        vec![db, wal, crate::store::health::path_in(state_dir)]
     }
 
     /// Proposes `action` on job `id` as seen at `now`: the decision with everything its
@@ -399,11 +500,26 @@ impl Engine {
         let run_id = holder
             .and_then(|h| h.run_id.clone())
             .unwrap_or_else(|| format!("{}-{}", job.id, now.format("%Y%m%dT%H%M%S")));
+        if let Some(fault) = &self.store_fault {
+            return Err(format!(
+                "a restart cannot be recorded while the state store cannot be used: {fault}"
+            ));
+        }
         let store = self.store.as_ref();
-        let used = store
-            .and_then(|s| s.run_routes(&run_id).ok().flatten())
-            .map(|r| r.routes)
-            .unwrap_or_default();
+        let unreadable = |error: StoreError| {
+            format!(
+                "a restart cannot be decided while the state store cannot be read: {}",
+                store_error_words(&self.config.settings.state_dir, &error)
+            )
+        };
+        let used = match store {
+            Some(store) => store
+                .run_routes(&run_id)
+                .map_err(unreadable)?
+                .map(|r| r.routes)
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let route = next_route(&restart.routes, &used, self.config.settings.max_hops)?;
         let argv = match (route, &restart.command) {
             (Some(route), _) => route.command.clone(),
@@ -417,7 +533,7 @@ impl Engine {
         };
         let workspace_hash = job.workspace_key().map(crate::store::workspace_hash);
         let last_spawn = match (&workspace_hash, store) {
-            (Some(hash), Some(store)) => store.last_spawn_in_workspace(hash).ok().flatten(),
+            (Some(hash), Some(store)) => store.last_spawn_in_workspace(hash).map_err(unreadable)?,
             _ => None,
         };
         Ok(RestartPlan {
@@ -467,9 +583,16 @@ impl Engine {
                 seen
             })
             .collect();
-        let rules = self.watcher.broken_rule(now).into_iter().collect();
+        let rules = self
+            .watcher
+            .broken_rule(now)
+            .into_iter()
+            .chain(self.store_writes_failing.clone())
+            .collect();
         let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
-        snapshot.notices = self.notices.clone();
+        snapshot.notices = self.store_notice.iter().cloned().collect();
+        snapshot.store_fault = self.store_fault.clone();
+        snapshot.store_writes_failing = self.store_writes_failing.clone();
         if let Some(notice) = self.watcher.notice(&self.config.settings.state_dir) {
             snapshot.notices.insert(0, notice);
         }
@@ -773,4 +896,53 @@ fn check_folder(job: &JobSpec, default: &Path) -> PathBuf {
         .as_ref()
         .and_then(|r| r.cwd.clone())
         .unwrap_or_else(|| default.to_path_buf())
+}
+
+/// How long a store that could not be opened, or was found damaged, waits before it is
+/// opened again.
+const STORE_RETRY: Duration = Duration::seconds(10);
+
+/// What opening the state store came to: the store, or why not.
+struct StoreOpening {
+    store: Option<Store>,
+    fault: Option<String>,
+    notice: Option<String>,
+}
+
+/// Opens the store in `state_dir` and checks the whole file once. One that exists (or whose
+/// identity says it existed) and cannot be used is a fault; a store that does not exist and
+/// cannot be made there is only a notice, for nothing recorded is hidden by it.
+fn open_store(state_dir: &Path) -> StoreOpening {
+    let opened =
+        Store::open(state_dir, Actor::Cli).and_then(|store| store.verify().map(|()| store));
+    match opened {
+        Ok(store) => StoreOpening {
+            store: Some(store),
+            fault: None,
+            notice: None,
+        },
+        Err(error) => {
+            let words = store_error_words(state_dir, &error);
+            let db = state_dir.join(crate::store::DB_FILE);
+            let there = [db.clone(), crate::store::identity::file_of(&db)]
+                .iter()
+                .any(|path| std::fs::symlink_metadata(path).is_ok());
+            if error.fault() == Fault::Other && !there {
+                StoreOpening {
+                    store: None,
+                    fault: None,
+                    notice: Some(format!(
+                        "state store unavailable ({words}): heartbeats, approvals and past \
+                         starts are not shown"
+                    )),
+                }
+            } else {
+                StoreOpening {
+                    store: None,
+                    fault: Some(words),
+                    notice: None,
+                }
+            }
+        }
+    }
 }

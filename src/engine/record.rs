@@ -3,8 +3,9 @@
 //! machine watcher watches it).
 //!
 //! Everything here is read from the event log and the store's tables; nothing is kept beside
-//! them, so a dashboard, a watcher and `mihari check` read the same answers. A read error
-//! leaves the part empty: the store's own notice says it is unavailable. Nothing is written.
+//! them, so a dashboard, a watcher and `mihari check` read the same answers. A read error is
+//! returned, never read as an empty answer: the engine turns it into a store fault that
+//! `check` reports as UNKNOWN. Nothing is written.
 //! [`StoreView`] reads every job's part in a handful of queries per gather, so a thousand
 //! jobs cost the same few reads as one.
 
@@ -18,7 +19,7 @@ use crate::core::text::inert;
 use crate::core::{Evidence, HeartbeatReading, History, Liveness, PendingApproval, Reading};
 use crate::probe::lock::read_lock_as;
 use crate::probe::safe_open::Role;
-use crate::store::{Actor, Approval, ApprovalWait, Event, Heartbeat, Kind, Store};
+use crate::store::{Actor, Approval, ApprovalWait, Event, Heartbeat, Kind, Store, StoreError};
 
 /// The file the machine watcher locks in `state_dir` (JSON with its pid and start time).
 pub const WATCH_LOCK: &str = "watch.lock";
@@ -68,22 +69,17 @@ pub(super) struct StoreView {
 }
 
 impl StoreView {
-    /// Reads the view as of `now`. A read error leaves its part empty.
-    pub(super) fn read(store: Option<&Store>, now: DateTime<Utc>) -> StoreView {
-        let Some(store) = store else {
-            return StoreView::default();
-        };
+    /// Reads the view as of `now`. A read that fails fails the whole view: a damaged or
+    /// unreadable store is a fault to show, never "nothing there".
+    pub(super) fn read(store: &Store, now: DateTime<Utc>) -> Result<StoreView, StoreError> {
         let day_ago = now - Duration::hours(24);
         let mut view = StoreView::default();
-        for event in store.newest_per_job(&NEWEST_KINDS).unwrap_or_default() {
+        for event in store.newest_per_job(&NEWEST_KINDS)? {
             if let Some(job) = event.job.clone() {
                 view.newest.insert((job, event.kind.clone()), event);
             }
         }
-        for event in store
-            .events_since(&[Kind::Spawned], day_ago)
-            .unwrap_or_default()
-        {
+        for event in store.events_since(&[Kind::Spawned], day_ago)? {
             if let Some(job) = event.job.clone() {
                 view.spawns.entry(job).or_default().push(event);
             }
@@ -94,24 +90,21 @@ impl StoreView {
             .filter(|((_, kind), _)| kind == Kind::Started.as_str())
             .filter_map(|((job, _), event)| Some((job.clone(), event.run.clone()?)))
             .collect();
-        for (job, _, at) in store.runs_started(&runs).unwrap_or_default() {
+        for (job, _, at) in store.runs_started(&runs)? {
             view.run_started.insert(job, at);
         }
-        for beat in store.newest_heartbeats().unwrap_or_default() {
+        for beat in store.newest_heartbeats()? {
             view.heartbeats.insert(beat.job.clone(), beat);
         }
-        view.pending = store.approvals(true).unwrap_or_default();
+        view.pending = store.approvals(true)?;
         // Waits answered long ago cannot overlap a current attempt's budget window.
-        for (job, wait) in store
-            .approval_waits_since(now - Duration::days(30))
-            .unwrap_or_default()
-        {
+        for (job, wait) in store.approval_waits_since(now - Duration::days(30))? {
             view.approval_waits.entry(job).or_default().push(wait);
         }
-        for (job, key) in store.duplicate_spawns_since(day_ago).unwrap_or_default() {
+        for (job, key) in store.duplicate_spawns_since(day_ago)? {
             view.duplicates.entry(job).or_default().push(key);
         }
-        view
+        Ok(view)
     }
 
     fn newest(&self, job: &str, kinds: &[Kind]) -> Option<&Event> {
@@ -279,28 +272,41 @@ impl WatcherStatus {
     }
 }
 
-/// Reads the watch lock and the event log: is a machine watching this state_dir?
-pub fn watcher_status(store: Option<&Store>, config: &Config, now: DateTime<Utc>) -> WatcherStatus {
+/// What the watch lock alone says: a live watcher, or one that cannot be judged; `None` when
+/// the event log must be asked.
+pub fn watcher_from_lock(config: &Config) -> Option<WatcherStatus> {
     let lock = config.settings.state_dir.join(WATCH_LOCK);
     match read_lock_as(&lock, Role::WatchLock) {
         Reading::Found(holder) if holder.liveness == Liveness::Alive => {
-            return WatcherStatus::Alive {
+            Some(WatcherStatus::Alive {
                 pid: holder.pid.unwrap_or(0),
                 since: holder.started_at.unwrap_or(holder.modified),
-            };
+            })
         }
         Reading::Found(holder) if holder.liveness == Liveness::Unknown => {
-            return WatcherStatus::Unknown {
+            Some(WatcherStatus::Unknown {
                 why: format!("the watch lock's holder: {}", holder.why),
-            };
+            })
         }
-        Reading::Fault(error) => return WatcherStatus::Unknown { why: error },
-        _ => {}
+        Reading::Fault(error) => Some(WatcherStatus::Unknown { why: error }),
+        _ => None,
+    }
+}
+
+/// Reads the watch lock and the event log: is a machine watching this state_dir? A store
+/// that cannot be read is an error, never "no watcher yet".
+pub fn watcher_status(
+    store: Option<&Store>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Result<WatcherStatus, StoreError> {
+    if let Some(status) = watcher_from_lock(config) {
+        return Ok(status);
     }
     let Some(store) = store else {
-        return WatcherStatus::Never;
+        return Ok(WatcherStatus::Never);
     };
-    if let Ok(Some(pass)) = store.last_event(None, &[Kind::WatcherPass]) {
+    if let Some(pass) = store.last_event(None, &[Kind::WatcherPass])? {
         let interval = pass
             .reason
             .as_deref()
@@ -308,44 +314,43 @@ pub fn watcher_status(store: Option<&Store>, config: &Config, now: DateTime<Utc>
             .and_then(|r| r.split(' ').next())
             .and_then(|n| n.parse::<u64>().ok())
             .unwrap_or(300);
-        let started = store
-            .last_event(None, &[Kind::WatcherStarted])
-            .ok()
-            .flatten();
+        let started = store.last_event(None, &[Kind::WatcherStarted])?;
         let long_running_since = started.filter(|s| s.at > pass.at);
         if long_running_since.is_none() {
             if now - pass.at <= Duration::seconds((interval * 2) as i64) {
-                return WatcherStatus::Passes {
+                return Ok(WatcherStatus::Passes {
                     last: pass.at,
                     interval_sec: interval,
-                };
+                });
             }
-            return WatcherStatus::Gone {
+            return Ok(WatcherStatus::Gone {
                 why: format!(
                     "the last `mihari watch --once` pass was at {}, more than twice its \
                      interval ({interval} s) ago",
                     pass.at.format("%Y-%m-%d %H:%M:%S UTC")
                 ),
-            };
+            });
         }
     }
-    match store.last_event(None, &[Kind::WatcherStarted, Kind::WatcherStopped]) {
-        Ok(Some(last)) => WatcherStatus::Gone {
-            why: if last.kind == Kind::WatcherStopped.as_str() {
-                format!(
-                    "the watcher was stopped at {}",
-                    last.at.format("%Y-%m-%d %H:%M:%S UTC")
-                )
-            } else {
-                format!(
-                    "the watcher started at {} ({}) is gone",
-                    last.at.format("%Y-%m-%d %H:%M:%S UTC"),
-                    last.reason.unwrap_or_default()
-                )
+    Ok(
+        match store.last_event(None, &[Kind::WatcherStarted, Kind::WatcherStopped])? {
+            Some(last) => WatcherStatus::Gone {
+                why: if last.kind == Kind::WatcherStopped.as_str() {
+                    format!(
+                        "the watcher was stopped at {}",
+                        last.at.format("%Y-%m-%d %H:%M:%S UTC")
+                    )
+                } else {
+                    format!(
+                        "the watcher started at {} ({}) is gone",
+                        last.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                        last.reason.unwrap_or_default()
+                    )
+                },
             },
+            None => WatcherStatus::Never,
         },
-        _ => WatcherStatus::Never,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -375,7 +380,7 @@ mod tests {
                 .run(Some(&format!("run-{job}")));
             store.append(event).expect("append");
         }
-        let view = StoreView::read(Some(&store), now);
+        let view = StoreView::read(&store, now).expect("the view");
         let job = |id: &str| {
             crate::config::load_str(
                 &format!(
@@ -399,7 +404,7 @@ mod tests {
         let c = view.record(&job("c"), now);
         assert!(!c.started_before);
         // A day later the spawns have aged out of their window.
-        let later = StoreView::read(Some(&store), now + Duration::hours(25));
+        let later = StoreView::read(&store, now + Duration::hours(25)).expect("the view");
         assert!(
             later
                 .record(&job("a"), now + Duration::hours(25))

@@ -1,25 +1,28 @@
 //! The state store: one SQLite database in `state_dir` holding the event log, claims,
 //! approvals, heartbeats and runs.
 //!
-//! This module owns the schema (versioned migrations), the file's permissions (0600 in a 0700
-//! folder), and every read and write of it. The event log is append-only, enforced inside
-//! the database by triggers, so no bug elsewhere can rewrite history. Every write runs in a
+//! This module owns the schema (versioned migrations), the files (0600 in a 0700 folder, all
+//! the operator's, never a link: [`files`]), and every read and write of it. The event log is
+//! append-only, enforced inside the database by triggers (no update, no delete, no id taken
+//! twice) that every open checks are still there, so no bug elsewhere can rewrite history. Every write runs in a
 //! `BEGIN IMMEDIATE` transaction, so two processes never interleave a read-then-write.
 //! Counters such as "restarts in the last 24 h" are derived from events, never kept beside
 //! them. It never stores raw paths, log lines or message bodies in the event log: a workspace
 //! appears only as a short hash. It decides nothing; the engine and the executor do.
 
 pub mod digest;
+pub mod files;
+pub mod health;
+pub mod identity;
 mod schema;
 
 use std::fmt;
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -32,11 +35,62 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the store could not do something; says what to do where it can.
 #[derive(Debug)]
-pub struct StoreError(pub String);
+pub struct StoreError {
+    words: String,
+    fault: Fault,
+}
+
+/// What kind of trouble a store error is: it decides what the operator is told to do (move
+/// a damaged store aside, free disk space, fix an owner or a mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The database is damaged or is not a database: SQLite's CORRUPT or NOTADB, or a
+    /// quick check that found damage.
+    Damaged,
+    /// The disk holding the store is full: SQLite's FULL, or no space left where it lives.
+    Full,
+    /// Another process held the store's lock for longer than the busy timeout.
+    Busy,
+    /// The store is refused as it stands (an owner, a mode, a link, a missing trigger, a
+    /// store replaced or emptied): the words say what to do.
+    Refused,
+    /// Anything else: a permission, an I/O error, a bug of ours.
+    Other,
+}
+
+impl StoreError {
+    /// An error in `words`, of no particular fault.
+    pub fn new(words: impl Into<String>) -> StoreError {
+        StoreError {
+            words: words.into(),
+            fault: Fault::Other,
+        }
+    }
+
+    /// A refusal: the store is not used as it stands, and `words` say what to do.
+    pub fn refused(words: impl Into<String>) -> StoreError {
+        StoreError {
+            words: words.into(),
+            fault: Fault::Refused,
+        }
+    }
+
+    /// An error of a known fault.
+    pub fn with_fault(words: impl Into<String>, fault: Fault) -> StoreError {
+        StoreError {
+            words: words.into(),
+            fault,
+        }
+    }
+
+    pub fn fault(&self) -> Fault {
+        self.fault
+    }
+}
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.words)
     }
 }
 
@@ -44,7 +98,14 @@ impl std::error::Error for StoreError {}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
-        StoreError(format!("state store: {error}"))
+        use rusqlite::ErrorCode;
+        let fault = match error.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Fault::Damaged,
+            Some(ErrorCode::DiskFull) => Fault::Full,
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Fault::Busy,
+            _ => Fault::Other,
+        };
+        StoreError::with_fault(format!("state store: {error}"), fault)
     }
 }
 
@@ -460,38 +521,66 @@ impl Store {
     /// Opens the store with an explicit session id (tests, and sessions that are not this
     /// process).
     pub fn open_as(state_dir: &Path, actor: Actor, session: String) -> Result<Store> {
-        ensure_private_dir(state_dir)?;
+        files::ensure_private_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
-        if !path.exists() {
-            // Created 0600 before SQLite touches it, so it is never readable by others.
-            let created = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path);
-            if let Err(error) = created
-                && error.kind() != std::io::ErrorKind::AlreadyExists
-            {
-                return Err(StoreError(format!(
-                    "cannot create the state store '{}': {error}",
-                    path.display()
-                )));
+        let existing = files::inspect(&path, "the state store")?;
+        for (suffix, what) in [
+            ("-wal", "the state store's WAL file"),
+            ("-shm", "the state store's shared-memory file"),
+        ] {
+            files::inspect(&files::beside(&path, suffix), what)?;
+        }
+        let recorded = identity::recorded(&path)?;
+        identity::before_open(&path, recorded.as_deref(), existing.as_ref())?;
+        if existing.is_none() {
+            // Created 0600 before SQLite touches it, so it is never readable by others, and
+            // never through a link.
+            match files::create_private(&path) {
+                Ok(_) => {}
+                // Another process made it a moment ago: look at it as it is.
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    files::inspect(&path, "the state store")?;
+                }
+                Err(error) => {
+                    return Err(StoreError::new(format!(
+                        "cannot create the state store '{}': {error}",
+                        path.display()
+                    )));
+                }
             }
         }
-        let conn = Connection::open(&path).map_err(|e| {
-            StoreError(format!(
-                "cannot open the state store '{}': {e}",
-                path.display()
-            ))
+        // SQLite gets the folder's real path and may not follow a link: one planted after the
+        // checks above is refused rather than written through (its own -wal and -shm opens
+        // never follow one either).
+        let real = fs::canonicalize(state_dir)
+            .map(|dir| dir.join(DB_FILE))
+            .map_err(|e| {
+                StoreError::new(format!(
+                    "cannot resolve the state folder '{}': {e}",
+                    state_dir.display()
+                ))
+            })?;
+        let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(&real, flags).map_err(|e| {
+            StoreError::with_fault(
+                format!("cannot open the state store '{}': {e}", path.display()),
+                StoreError::from(e).fault(),
+            )
         })?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        if let Some(id) = &recorded {
+            identity::verify(&conn, &path, id)?;
+        }
         // Two processes opening a fresh store at once race for the switch to WAL and the
         // first migration; SQLite answers the loser "busy" at once, whatever the busy
         // timeout. Try again for as long as the busy timeout allows.
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         let mut pause = Duration::from_millis(5);
         loop {
-            match prepare(&conn) {
+            match prepare(&conn).and_then(|()| match recorded {
+                Some(_) => Ok(()),
+                None => identity::settle(&conn, &path),
+            }) {
                 Ok(()) => break,
                 Err(error) if is_busy(&error) && std::time::Instant::now() < deadline => {
                     std::thread::sleep(pause);
@@ -500,6 +589,7 @@ impl Store {
                 Err(error) => return Err(error),
             }
         }
+        schema::check_protection(&conn, &path)?;
         Ok(Store {
             conn,
             path,
@@ -542,8 +632,15 @@ impl Store {
 
     /// Appends one event and returns its id.
     pub fn append(&mut self, event: NewEvent) -> Result<i64> {
+        self.append_at(event, Utc::now())
+    }
+
+    /// Appends one event that happened at `at`: the watcher records what it could not record
+    /// at the time (a full disk) with the time it happened, so windows such as "restarts in
+    /// the last 24 h" count it where it belongs.
+    pub fn append_at(&mut self, event: NewEvent, at: DateTime<Utc>) -> Result<i64> {
         let (actor, session) = (self.actor, self.session.clone());
-        self.write(|tx| insert_event(tx, actor, &session, &event, Utc::now()))
+        self.write(|tx| insert_event(tx, actor, &session, &event, at))
     }
 
     /// Reads events, oldest first.
@@ -1006,7 +1103,8 @@ impl Store {
                     now,
                 )?;
             }
-            read_approval(tx, key)?.ok_or_else(|| StoreError(format!("approval '{key}' vanished")))
+            read_approval(tx, key)?
+                .ok_or_else(|| StoreError::new(format!("approval '{key}' vanished")))
         })
     }
 
@@ -1021,7 +1119,7 @@ impl Store {
         let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
             let Some(current) = read_approval(tx, key)? else {
-                return Err(StoreError(format!(
+                return Err(StoreError::new(format!(
                     "no approval request with key '{key}' (see mihari approval list)"
                 )));
             };
@@ -1046,7 +1144,7 @@ impl Store {
             }
             insert_event(tx, actor, &session, &event, now)?;
             let decided = read_approval(tx, key)?
-                .ok_or_else(|| StoreError(format!("approval '{key}' vanished")))?;
+                .ok_or_else(|| StoreError::new(format!("approval '{key}' vanished")))?;
             Ok(Ok(decided))
         })
     }
@@ -1224,6 +1322,34 @@ impl Store {
         Ok(states)
     }
 
+    /// A bounded quick check of the whole file (`PRAGMA quick_check(1)`, which stops at the
+    /// first problem): damage anywhere, even in pages no query of this process would read,
+    /// is a [`Fault::Damaged`] error naming the file. It reads every page (about 60 ms for
+    /// 50,000 events), so a long-lived reader runs it once, when it opens the store.
+    pub fn verify(&self) -> Result<()> {
+        let damaged = |words: String| {
+            StoreError::with_fault(
+                format!(
+                    "the state store '{}' is damaged ({words})",
+                    self.path.display()
+                ),
+                Fault::Damaged,
+            )
+        };
+        let first: String = self
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
+            .map_err(|e| match StoreError::from(e) {
+                error if error.fault() == Fault::Damaged => damaged(error.to_string()),
+                error => error,
+            })?;
+        if first == "ok" {
+            Ok(())
+        } else {
+            Err(damaged(format!("quick check: {first}")))
+        }
+    }
+
     /// `PRAGMA integrity_check`: "ok" when the database is sound.
     pub fn integrity_check(&self) -> Result<String> {
         Ok(self
@@ -1237,6 +1363,25 @@ impl Store {
     }
 }
 
+/// What the operator runs to set a damaged or unwanted store aside: stop the watcher, move
+/// the database with its -wal, -shm and identity files into a dated folder; mihari then
+/// starts a new store, and the old one can still be looked at.
+pub fn move_aside_words(db: &Path) -> String {
+    let dir = db.parent().unwrap_or_else(|| Path::new("."));
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| DB_FILE.to_string());
+    let aside = dir.join(format!("broken-{}", Utc::now().format("%Y%m%dT%H%M%S")));
+    format!(
+        "stop mihari watch, then move it aside: mkdir '{}' && mv '{}'* '{}/'; mihari starts a \
+         new store",
+        aside.display(),
+        dir.join(name).display(),
+        aside.display()
+    )
+}
+
 /// The connection's settings and the schema: WAL (readers never block the writer; a
 /// dashboard reading never stalls a watcher), normal sync, foreign keys, migrations.
 fn prepare(conn: &Connection) -> Result<()> {
@@ -1248,7 +1393,7 @@ fn prepare(conn: &Connection) -> Result<()> {
 
 /// Whether an error is SQLite's "busy" or "locked": another connection holds the lock.
 fn is_busy(error: &StoreError) -> bool {
-    error.0.contains("database is locked") || error.0.contains("database is busy")
+    error.fault == Fault::Busy
 }
 
 /// Claims `key` inside a write transaction: see [`Store::claim`]. `workspace_hash` goes on
@@ -1285,7 +1430,7 @@ fn claim_in(
         return Ok(ClaimOutcome::Won);
     }
     let existing = read_claim(tx, key)?
-        .ok_or_else(|| StoreError(format!("claim '{key}' vanished inside its transaction")))?;
+        .ok_or_else(|| StoreError::new(format!("claim '{key}' vanished inside its transaction")))?;
     insert_event(
         tx,
         actor,
@@ -1415,7 +1560,7 @@ fn insert_event(
 ) -> Result<i64> {
     let kind = event
         .kind
-        .ok_or_else(|| StoreError("an event needs a kind".to_string()))?;
+        .ok_or_else(|| StoreError::new("an event needs a kind"))?;
     tx.execute(
         "INSERT INTO events (at_ms, kind, job, actor, session, run, workspace_hash, route, key, reason) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -1531,45 +1676,4 @@ fn read_approval(conn: &Connection, key: &str) -> Result<Option<Approval>> {
             approval_from_row,
         )
         .optional()?)
-}
-
-/// Creates `dir` (and its parents) with mode 0700, and refuses one that others can write.
-fn ensure_private_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| {
-                StoreError(format!(
-                    "cannot create the state folder '{}': {e}; set settings.state_dir to a \
-                     folder you can write",
-                    dir.display()
-                ))
-            })?;
-        // DirBuilder's mode is filtered by the umask; say it exactly.
-        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-    }
-    let meta = fs::metadata(dir).map_err(|e| {
-        StoreError(format!(
-            "cannot read the state folder '{}': {e}",
-            dir.display()
-        ))
-    })?;
-    if !meta.is_dir() {
-        return Err(StoreError(format!(
-            "the state folder '{}' is not a folder",
-            dir.display()
-        )));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err(StoreError(format!(
-            "the state folder '{}' is writable by group or others (mode {:o}): \
-             chmod 700 '{}'",
-            dir.display(),
-            meta.permissions().mode() & 0o7777,
-            dir.display()
-        )));
-    }
-    Ok(())
 }

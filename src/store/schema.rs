@@ -7,10 +7,13 @@
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use std::collections::HashMap;
+use std::path::Path;
+
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 6] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -116,6 +119,42 @@ const MIGRATIONS: [&str; 4] = [
     "
     CREATE INDEX events_by_job_kind ON events (job, kind, id);
     ",
+    // 5: an event's id is never taken again. INSERT OR REPLACE, REPLACE INTO or an upsert on
+    // an existing id would remove the old event without firing the delete trigger.
+    "
+    CREATE TRIGGER events_ids_never_reused BEFORE INSERT ON events
+    WHEN EXISTS (SELECT 1 FROM events WHERE id = NEW.id)
+    BEGIN
+        SELECT RAISE(ABORT, 'the event log is append-only: an event id is never reused');
+    END;
+    ",
+    // 6: the store's identity, also kept beside it: a store emptied or replaced under mihari
+    // is refused rather than started over.
+    "
+    CREATE TABLE identity (store_id TEXT NOT NULL);
+    ",
+];
+
+/// The triggers that keep the event log append-only, as the migrations above create them:
+/// every open checks that each is there, word for word, and that no other trigger sits on
+/// the event log (one that drops new events with RAISE(IGNORE) would hide them).
+const PROTECTING: [(&str, &str); 3] = [
+    (
+        "events_never_updated",
+        "CREATE TRIGGER events_never_updated BEFORE UPDATE ON events BEGIN SELECT \
+         RAISE(ABORT, 'the event log is append-only: an event is never updated'); END",
+    ),
+    (
+        "events_never_deleted",
+        "CREATE TRIGGER events_never_deleted BEFORE DELETE ON events BEGIN SELECT \
+         RAISE(ABORT, 'the event log is append-only: an event is never deleted'); END",
+    ),
+    (
+        "events_ids_never_reused",
+        "CREATE TRIGGER events_ids_never_reused BEFORE INSERT ON events WHEN EXISTS \
+         (SELECT 1 FROM events WHERE id = NEW.id) BEGIN SELECT RAISE(ABORT, 'the event log \
+         is append-only: an event id is never reused'); END",
+    ),
 ];
 
 /// Brings the database up to the newest schema.
@@ -124,7 +163,7 @@ pub fn migrate(conn: &Connection) -> Result<()> {
     loop {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
         if version > known {
-            return Err(StoreError(format!(
+            return Err(StoreError::refused(format!(
                 "the state store is at schema version {version}, newer than this mihari \
                  knows ({known}): upgrade mihari"
             )));
@@ -140,5 +179,95 @@ pub fn migrate(conn: &Connection) -> Result<()> {
             tx.pragma_update(None, "user_version", version + 1)?;
         }
         tx.commit()?;
+    }
+}
+
+/// Refuses a store whose event log has lost a protecting trigger, has one that is not as
+/// mihari made it, or carries a trigger mihari did not make, naming it and what to do.
+/// `db` names the file for the operator.
+pub fn check_protection(conn: &Connection, db: &Path) -> Result<()> {
+    let mut statement = conn.prepare(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'",
+    )?;
+    let found: HashMap<String, String> = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<String>>(1)?.unwrap_or_default(),
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let unprotected = |problem: String, fix: String| {
+        StoreError::refused(format!(
+            "the event log in '{}' is no longer protected: {problem}, so something other than \
+             mihari changed the database and its history may have been rewritten. Look at it \
+             (sqlite3 '{}' .schema); {fix}",
+            db.display(),
+            db.display()
+        ))
+    };
+    for (name, sql) in PROTECTING {
+        let put_back = format!(
+            "if you trust it, put the trigger back: sqlite3 '{}' \"{sql};\"; otherwise {}",
+            db.display(),
+            super::move_aside_words(db)
+        );
+        match found.get(name) {
+            None => {
+                return Err(unprotected(
+                    format!("its trigger '{name}' is missing"),
+                    put_back,
+                ));
+            }
+            Some(text) if words(text) != words(sql) => {
+                return Err(unprotected(
+                    format!("its trigger '{name}' is not as mihari made it"),
+                    format!(
+                        "if you trust it, replace the trigger: sqlite3 '{}' \"DROP TRIGGER \
+                         {name}; {sql};\"; otherwise {}",
+                        db.display(),
+                        super::move_aside_words(db)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(name) = found
+        .keys()
+        .find(|name| PROTECTING.iter().all(|(known, _)| known != name))
+    {
+        return Err(unprotected(
+            format!("a trigger mihari did not make, '{name}', sits on it"),
+            format!(
+                "if you trust it, remove that trigger: sqlite3 '{}' \"DROP TRIGGER {name};\"; \
+                 otherwise {}",
+                db.display(),
+                super::move_aside_words(db)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// SQL text with its whitespace folded, so a definition compares by its words.
+fn words(sql: &str) -> String {
+    sql.trim_end_matches(';')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The protecting triggers are written twice, in their migrations and in [`PROTECTING`];
+    /// a fresh database must match the list word for word.
+    #[test]
+    fn the_protecting_triggers_match_their_migrations() {
+        let conn = Connection::open_in_memory().expect("a database");
+        migrate(&conn).expect("migrate");
+        check_protection(&conn, Path::new("memory")).expect("protected");
     }
 }

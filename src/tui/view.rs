@@ -78,6 +78,19 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
         Some(watcher) => spans.push(Span::styled(watcher.words(), theme.warning())),
         None => spans.push(Span::raw("watcher ?")),
     }
+    if model
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.store_fault.is_some())
+    {
+        spans.push(Span::styled(" ✖ STORE FAULT", theme.alarm()));
+    } else if model
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.store_writes_failing.is_some())
+    {
+        spans.push(Span::styled(" ✖ STORE WRITES FAILING", theme.alarm()));
+    }
     spans.push(Span::raw(" │"));
     if let Some(snapshot) = &model.snapshot {
         for (bucket, count) in snapshot.list.counts() {
@@ -137,6 +150,13 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
                     .unwrap_or_default();
                 Line::from(Span::styled(format!(" ⚠ NOW: {banner}"), theme.alarm()))
             }
+            Some(crate::engine::Snapshot {
+                store_fault: Some(fault),
+                ..
+            }) => Line::from(Span::styled(
+                format!(" ✖ state store: {}", inert(fault)),
+                theme.alarm(),
+            )),
             Some(snapshot) => match &snapshot.list.dispatch_held {
                 Some(why) => Line::from(Span::styled(
                     format!(
