@@ -313,8 +313,19 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
     }
     fault_pause("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS");
     let lock = job.lock.clone();
-    match spawn::verify(child, lock.as_deref(), GRACE) {
-        Ok(()) => {
+    // The verdict on the spawn: the lock held by the new process, or — for a job that finishes
+    // in a moment, before the lock was looked at — its run's own record of taking it.
+    let verdict = match spawn::verify(child, lock.as_deref(), GRACE) {
+        Ok(()) => Ok(format!("pid {pid} holds its lock")),
+        Err(error) => match ran_and_ended(store, plan) {
+            Some(how) => Ok(format!(
+                "pid {pid} took its lock and has already ended ({how})"
+            )),
+            None => Err(error),
+        },
+    };
+    match verdict {
+        Ok(how) => {
             let _ = store.advance_claim(
                 &plan.key,
                 ClaimState::Spawned,
@@ -325,36 +336,11 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
                     .job(&plan.job)
                     .key(&plan.key)
                     .run(Some(&plan.run_id))
-                    .reason(format!("pid {pid} holds the lock")),
+                    .reason(how.clone()),
             );
             Outcome::new(
                 OutcomeKind::Verified,
-                format!("'{}' restarted: pid {pid} holds its lock", plan.job),
-            )
-        }
-        Err(_) if let Some(how) = ran_and_ended(store, plan) => {
-            // The run took the lock, recorded its start and ended before the lock was looked
-            // at (a job that finishes in a moment): the restart worked.
-            let _ = store.advance_claim(
-                &plan.key,
-                ClaimState::Spawned,
-                ClaimState::Verified,
-                None,
-                None,
-                NewEvent::new(Kind::Verified)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .run(Some(&plan.run_id))
-                    .reason(format!(
-                        "pid {pid} took the lock and has already ended ({how})"
-                    )),
-            );
-            Outcome::new(
-                OutcomeKind::Verified,
-                format!(
-                    "'{}' restarted: pid {pid} took its lock and has already ended ({how})",
-                    plan.job
-                ),
+                format!("'{}' restarted: {how}", plan.job),
             )
         }
         Err(error) => {
