@@ -13,11 +13,7 @@ use mihari::probe::table::read_progress_table;
 use rusqlite::Connection;
 
 fn spec(db: &Path, table: &str, column: &str) -> ProgressTable {
-    ProgressTable {
-        db: db.to_path_buf(),
-        table: table.to_string(),
-        time_column: column.to_string(),
-    }
+    ProgressTable::new(db, table, column)
 }
 
 fn noon() -> DateTime<Utc> {
