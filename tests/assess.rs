@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use mihari::config::{JobSpec, Predicate, Timeouts};
+use mihari::config::{JobSpec, Predicate, ProgressTable, Timeouts};
 use mihari::core::assess::ProgressSource;
 use mihari::core::{
-    Bucket, CheckOutcome, CheckResult, Evidence, FileStamp, LineCount, Liveness, LockHolder,
-    ManifestReading, Reading, State, TableReading, assess, order,
+    Bucket, Carried, CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, LineCount,
+    Liveness, LockHolder, ManifestReading, Reading, State, TableReading, assess, order,
 };
 
 fn now() -> DateTime<Utc> {
@@ -67,6 +67,7 @@ fn log(secs_ago: f64) -> Option<Reading<FileStamp>> {
     Some(Reading::Found(FileStamp {
         modified: ago(secs_ago),
         len: 100,
+        carried: None,
     }))
 }
 
@@ -294,11 +295,11 @@ fn rows() -> Vec<Row> {
         Row {
             name: "the largest count over the countable sources decides done",
             job: JobSpec {
-                progress_table: Some(mihari::config::ProgressTable {
-                    db: "/data/p.sqlite".into(),
-                    table: "progress".into(),
-                    time_column: "updated_at".into(),
-                }),
+                progress_table: Some(mihari::config::ProgressTable::new(
+                    "/data/p.sqlite",
+                    "progress",
+                    "updated_at",
+                )),
                 ..job()
             },
             evidence: Evidence {
@@ -306,6 +307,8 @@ fn rows() -> Vec<Row> {
                 progress_table: Some(Reading::Found(TableReading {
                     newest: ago(30.0),
                     rows: 5121,
+                    done: None,
+                    total: None,
                 })),
                 ..not_holding()
             },
@@ -621,4 +624,256 @@ fn dispatch_is_not_held_while_nothing_is_red() {
     assert_eq!(list.dispatch_held, None);
     assert!(list.rows().all(|a| a.held.is_none()));
     assert_eq!(list.worst(), Some(Bucket::Stale));
+}
+
+/// One row of the evidence boundaries of issue 10: the first reason says why the state is
+/// what it is, and another reason names the source's part.
+struct Boundary {
+    name: &'static str,
+    job: JobSpec,
+    evidence: Evidence,
+    state: State,
+    bucket: Option<Bucket>,
+    /// Words the first reason must contain.
+    says: &'static str,
+    /// Words some reason must contain.
+    also: &'static str,
+}
+
+fn carried(secs_ago: f64, from: Carried) -> Option<Reading<FileStamp>> {
+    Some(Reading::Found(FileStamp {
+        modified: ago(secs_ago),
+        len: 0,
+        carried: Some(from),
+    }))
+}
+
+fn table_job() -> JobSpec {
+    JobSpec {
+        progress_file: None,
+        progress_table: Some(ProgressTable {
+            done_column: Some("done".into()),
+            total_column: Some("total".into()),
+            ..ProgressTable::new("/data/status.sqlite", "status", "updated_at")
+        }),
+        expected_total: None,
+        ..job()
+    }
+}
+
+fn table(secs_ago: f64, done: u64, total: Option<u64>) -> Option<Reading<TableReading>> {
+    Some(Reading::Found(TableReading {
+        newest: ago(secs_ago),
+        rows: 1,
+        done: Some(done),
+        total,
+    }))
+}
+
+fn boundaries() -> Vec<Boundary> {
+    let rotated = || Carried::Rotated(PathBuf::from("/var/log/collect.log.1"));
+    vec![
+        Boundary {
+            name: "a time a minute ahead is clock skew: age 0",
+            job: job(),
+            evidence: alive(-60.0, 400.0),
+            state: State::Running,
+            bucket: None,
+            says: "progress 0 s ago (log)",
+            also: "progress 0 s ago",
+        },
+        Boundary {
+            name: "a log stamped more than 60 s ahead is a fault, never age 0",
+            job: job(),
+            evidence: alive(-61.0, 400.0),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot tell a stall",
+            also: "log: fault: its last write is 2026-11-29 09:01:01 (UTC), in the future by 61 s: \
+                   clock or time zone?",
+        },
+        Boundary {
+            name: "a frozen writer whose naive local times read 9 h ahead never looks fresh",
+            job: table_job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 3600.0)),
+                log: log(900.0),
+                progress_table: table(-9.0 * 3600.0 + 5.0, 10, Some(260)),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "but progress_table could not be read",
+            also: "in time_zone 'local', numbers in time_unit 's') is 2026-11-29 17:59:55 (UTC), in \
+                   the future by 9 h 00 min: clock or time zone?",
+        },
+        Boundary {
+            name: "a rotated predecessor fresher than the empty log carries the last write",
+            job: job(),
+            evidence: Evidence {
+                log: carried(2.0, rotated()),
+                ..alive(0.0, 400.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 2 s ago (log)",
+            also: "log: last write 2 s ago, in '/var/log/collect.log.1' (rotated)",
+        },
+        Boundary {
+            name: "a last write remembered from before the rotation carries it too",
+            job: job(),
+            evidence: Evidence {
+                log: carried(3.0, Carried::Remembered),
+                ..alive(0.0, 400.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 3 s ago (log)",
+            also: "log: last write 3 s ago, before '/var/log/collect.log' was rotated or replaced",
+        },
+        Boundary {
+            name: "a rotated write from before the holder started belongs to an earlier run",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 12.0)),
+                log: carried(400.0, rotated()),
+                progress_file: Some(Reading::Empty),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 12 s ago (holder_start)",
+            also: "not counted: the holder started after it",
+        },
+        Boundary {
+            name: "a missing log with a live holder is not a stall: the path may be wrong",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 400.0)),
+                log: Some(Reading::Empty),
+                log_missing: Some("'/var/log/collect.log' does not exist".into()),
+                progress_file: Some(Reading::Empty),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "but the log is missing: '/var/log/collect.log' does not exist",
+            also: "log: missing: '/var/log/collect.log' does not exist",
+        },
+        Boundary {
+            name: "a missing log of a job not started is named missing, not empty",
+            job: job(),
+            evidence: Evidence {
+                log_missing: Some("'/var/log/collect.log' does not exist".into()),
+                ..not_holding()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "not running, but should",
+            also: "log: missing: '/var/log/collect.log' does not exist",
+        },
+        Boundary {
+            name: "a heartbeat counts toward the progress age",
+            job: job(),
+            evidence: Evidence {
+                heartbeat: Some(Reading::Found(HeartbeatReading {
+                    at: ago(5.0),
+                    done: None,
+                    total: None,
+                    position: None,
+                    note: None,
+                })),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 5 s ago (heartbeat)",
+            also: "heartbeat",
+        },
+        Boundary {
+            name: "a status row's done and total decide completion without expected_total",
+            job: table_job(),
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                progress_table: table(30.0, 260, Some(260)),
+                ..Evidence::default()
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 260 of 260 done",
+            also: "complete",
+        },
+        Boundary {
+            name: "a status row short of its total should run",
+            job: table_job(),
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                progress_table: table(30.0, 59, Some(260)),
+                ..Evidence::default()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not_complete (59 of 260 done)",
+            also: "not running, but should",
+        },
+        Boundary {
+            name: "a status row with no total yet cannot say whether it is complete",
+            job: table_job(),
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                progress_table: table(30.0, 59, None),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "total_column is NULL in its newest row",
+            also: "cannot tell whether it should run",
+        },
+    ]
+}
+
+#[test]
+fn every_boundary_of_the_evidence_rows_of_issue_10() {
+    let mut failures = Vec::new();
+    for row in boundaries() {
+        let got = assess(&row.job, &row.evidence, now());
+        let first = got.reasons.first().cloned().unwrap_or_default();
+        let also = got.reasons.iter().any(|r| r.contains(row.also));
+        if got.state != row.state || got.bucket != row.bucket || !first.contains(row.says) || !also
+        {
+            failures.push(format!(
+                "{}:\n  want {:?} {:?} saying '{}' and '{}'\n  got  {:?} {:?} {:?}",
+                row.name,
+                row.state,
+                row.bucket,
+                row.says,
+                row.also,
+                got.state,
+                got.bucket,
+                got.reasons
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_total_the_table_reports_is_the_expected_total() {
+    let evidence = Evidence {
+        lock: Some(Reading::Empty),
+        log: log(30.0),
+        progress_table: table(30.0, 59, Some(260)),
+        ..Evidence::default()
+    };
+    let got = assess(&table_job(), &evidence, now());
+    assert_eq!((got.done, got.expected_total), (Some(59), Some(260)));
+    let declared = JobSpec {
+        expected_total: Some(300),
+        ..table_job()
+    };
+    let got = assess(&declared, &evidence, now());
+    assert_eq!(got.expected_total, Some(300), "a declared total wins");
 }

@@ -111,6 +111,10 @@ const REFUSALS: &[Refusal] = &[
     refusal("env_name_with_equals",            7, 14, "A=B",           "without '='"),
     // one bad job refuses the whole file, good jobs before it included
     refusal("one_bad_job_refuses_all",         8, 23, "resource_free", "job 'bad'"),
+    // how a progress table's times and counts are read
+    refusal("bad_time_unit",                   9, 18, "msec",          "write one of 's', 'ms', 'us'"),
+    refusal("bad_time_zone",                   9, 18, "JST",           "write one of 'local', 'utc'"),
+    refusal("total_column_without_done_column", 9, 21, "total",        "has no done_column beside it"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {
@@ -588,4 +592,45 @@ fn a_refusal_after_a_lone_carriage_return_quotes_the_right_line() {
     assert!(shown.starts_with("/etc/jobs.yaml:2:1:"), "{shown}");
     assert!(shown.contains("stall_sec: 1"), "{shown}");
     assert!(!shown.contains("bar: 2"), "{shown}");
+}
+
+#[test]
+fn a_status_table_with_a_total_column_stands_in_for_expected_total() {
+    let text = "jobs:\n  - id: labels\n    should_run_when: [not_complete]\n    \
+                progress_table:\n      db: /data/status.sqlite\n      table: status\n      \
+                time_column: updated_at_ms\n      time_unit: ms\n      time_zone: utc\n      \
+                done_column: done\n      total_column: total\n";
+    let config =
+        load_str(text, Path::new("/etc/mihari/jobs.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let table = config.jobs[0].progress_table.as_ref().expect("a table");
+    assert_eq!(table.time_unit, mihari::config::TimeUnit::Milliseconds);
+    assert_eq!(table.time_zone, mihari::config::TimeZoneName::Utc);
+    assert_eq!(table.done_column.as_deref(), Some("done"));
+    assert_eq!(table.total_column.as_deref(), Some("total"));
+    assert_eq!(config.jobs[0].expected_total, None);
+
+    // Without a total to reach, not_complete still needs expected_total.
+    let without_total = text.replace("      total_column: total\n", "");
+    let refused =
+        load_str(&without_total, Path::new("/etc/mihari/jobs.yaml")).expect_err("no total at all");
+    assert!(
+        refused.to_string().contains("needs expected_total"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_progress_table_reads_seconds_and_local_time_by_default() {
+    let (path, text) = fixture(VALID, "full");
+    let config = load_str(&text, &path).unwrap_or_else(|err| panic!("{err}"));
+    let table = config.jobs[0]
+        .progress_table
+        .as_ref()
+        .expect("progress_table");
+    assert_eq!(table.time_unit, mihari::config::TimeUnit::Seconds);
+    assert_eq!(table.time_zone, mihari::config::TimeZoneName::Local);
+    assert_eq!(
+        (table.done_column.as_ref(), table.total_column.as_ref()),
+        (None, None)
+    );
 }

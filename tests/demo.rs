@@ -95,6 +95,14 @@ fn jobs_example_yaml_loads() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml");
     let config = mihari::config::load_str(&fs::read_to_string(&example).unwrap(), &example)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.jobs.len(), 1);
     assert_eq!(config.jobs[0].id, "collect_raw");
+    // The status-row job shows done_column and total_column standing in for expected_total.
+    let status = config
+        .jobs
+        .iter()
+        .find(|job| job.id == "label_status")
+        .expect("the status-row example");
+    let table = status.progress_table.as_ref().expect("its table");
+    assert_eq!(table.total_column.as_deref(), Some("total"));
+    assert_eq!(status.expected_total, None);
 }

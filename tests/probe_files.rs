@@ -28,7 +28,8 @@ fn a_file_reads_its_mtime_to_the_nanosecond_and_its_length() {
         stamp(&path),
         Reading::Found(FileStamp {
             modified: expected,
-            len: 16
+            len: 16,
+            carried: None,
         })
     );
 }

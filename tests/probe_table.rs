@@ -7,16 +7,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, TimeZone, Utc};
-use mihari::config::ProgressTable;
+use mihari::config::{ProgressTable, TimeZoneName};
 use mihari::core::{Reading, TableReading};
 use mihari::probe::table::read_progress_table;
 use rusqlite::Connection;
 
 fn spec(db: &Path, table: &str, column: &str) -> ProgressTable {
+    ProgressTable::new(db, table, column)
+}
+
+/// A table whose naive text is UTC, as SQLite's own `datetime('now')` writes it: the default
+/// zone is the machine's, which these tests must not depend on.
+fn utc_spec(db: &Path) -> ProgressTable {
     ProgressTable {
-        db: db.to_path_buf(),
-        table: table.to_string(),
-        time_column: column.to_string(),
+        time_zone: TimeZoneName::Utc,
+        ..spec(db, "progress", "done_at")
     }
 }
 
@@ -111,7 +116,7 @@ fn every_time_representation_reads_as_utc() {
     for (i, (name, column_type, values, newest)) in rows.into_iter().enumerate() {
         let count = values.len() as u64;
         let db = db_with(dir.path(), &format!("{i}.db"), column_type, &values);
-        let reading = found(read_progress_table(&spec(&db, "progress", "done_at")));
+        let reading = found(read_progress_table(&utc_spec(&db)));
         assert_eq!(reading.newest, newest, "{name}");
         assert_eq!(reading.rows, count, "{name}");
     }
@@ -127,7 +132,7 @@ fn the_time_column_of_sqlites_own_clock() {
         [],
     )
     .expect("insert");
-    let reading = found(read_progress_table(&spec(&db, "progress", "done_at")));
+    let reading = found(read_progress_table(&utc_spec(&db)));
     let age = Utc::now() - reading.newest;
     assert!(
         age >= chrono::TimeDelta::zero() && age < chrono::TimeDelta::minutes(1),

@@ -85,6 +85,7 @@ fn stamp(secs: i64) -> Option<Reading<FileStamp>> {
     Some(Reading::Found(FileStamp {
         modified: ago(secs),
         len: 4200,
+        carried: None,
     }))
 }
 
@@ -165,17 +166,19 @@ fn fleet() -> (Vec<JobSpec>, Vec<Evidence>) {
 
     let mut table = spec("labels", "ml-team");
     table.progress_file = None;
-    table.progress_table = Some(mihari::config::ProgressTable {
-        db: "/data/labels.sqlite".into(),
-        table: "progress".into(),
-        time_column: "updated_at".into(),
-    });
+    table.progress_table = Some(mihari::config::ProgressTable::new(
+        "/data/labels.sqlite",
+        "progress",
+        "updated_at",
+    ));
     jobs.push(table);
     evidence.push(Evidence {
         lock: holder(4247, Liveness::Alive, "start time matches"),
         progress_table: Some(Reading::Found(TableReading {
             newest: ago(4),
             rows: 5121,
+            done: None,
+            total: None,
         })),
         log: stamp(4),
         ..Evidence::default()

@@ -79,6 +79,7 @@ fn running(last: DateTime<Utc>, done: u64) -> Evidence {
         log: Some(Reading::Found(FileStamp {
             modified: last,
             len: 100,
+            carried: None,
         })),
         progress_file: Some(Reading::Found(LineCount {
             modified: last,
@@ -94,6 +95,7 @@ fn dead(since: DateTime<Utc>, done: u64) -> Evidence {
         log: Some(Reading::Found(FileStamp {
             modified: since,
             len: 100,
+            carried: None,
         })),
         progress_file: Some(Reading::Found(LineCount {
             modified: since,
@@ -109,6 +111,7 @@ fn stopped(since: DateTime<Utc>, done: u64) -> Evidence {
         log: Some(Reading::Found(FileStamp {
             modified: since,
             len: 100,
+            carried: None,
         })),
         progress_file: Some(Reading::Found(LineCount {
             modified: since,

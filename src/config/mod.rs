@@ -107,6 +107,13 @@ impl JobSpec {
     pub fn has_countable_source(&self) -> bool {
         self.progress_file.is_some() || self.progress_table.is_some()
     }
+
+    /// Whether the job's progress table reports a total of its own (`total_column`).
+    pub fn reports_total(&self) -> bool {
+        self.progress_table
+            .as_ref()
+            .is_some_and(|table| table.total_column.is_some())
+    }
 }
 
 /// `progress_table:` — a SQLite table read read-only.
@@ -114,8 +121,94 @@ impl JobSpec {
 pub struct ProgressTable {
     pub db: PathBuf,
     pub table: String,
-    /// `max()` of it is the last progress: unix seconds or ISO-8601 text.
+    /// `max()` of it is the last progress: unix time (in `time_unit`) or ISO-8601 text.
     pub time_column: String,
+    /// What a number in `time_column` counts. Default seconds.
+    pub time_unit: TimeUnit,
+    /// How text without an offset in `time_column` is read. Default the machine's local zone.
+    pub time_zone: TimeZoneName,
+    /// A status table updated in place: done is this column of the newest row (by
+    /// `time_column`), not the number of rows.
+    pub done_column: Option<String>,
+    /// With `done_column`: the total the job reports, in the same newest row. It stands in for
+    /// `expected_total` when that is not declared.
+    pub total_column: Option<String>,
+}
+
+impl ProgressTable {
+    /// A table read with every optional key at its default: count(*) is done, numbers are
+    /// seconds, text without an offset is local time.
+    pub fn new(db: impl Into<PathBuf>, table: &str, time_column: &str) -> ProgressTable {
+        ProgressTable {
+            db: db.into(),
+            table: table.to_string(),
+            time_column: time_column.to_string(),
+            time_unit: TimeUnit::Seconds,
+            time_zone: TimeZoneName::Local,
+            done_column: None,
+            total_column: None,
+        }
+    }
+}
+
+/// `progress_table.time_unit`: what one step of a numeric time column is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TimeUnit {
+    #[serde(rename = "s")]
+    Seconds,
+    #[serde(rename = "ms")]
+    Milliseconds,
+    #[serde(rename = "us")]
+    Microseconds,
+}
+
+impl TimeUnit {
+    pub const ALL: [TimeUnit; 3] = [
+        TimeUnit::Seconds,
+        TimeUnit::Milliseconds,
+        TimeUnit::Microseconds,
+    ];
+
+    /// As spelt in the jobs file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "s",
+            TimeUnit::Milliseconds => "ms",
+            TimeUnit::Microseconds => "us",
+        }
+    }
+
+    /// How many of this unit make one second.
+    pub fn per_second(self) -> i64 {
+        match self {
+            TimeUnit::Seconds => 1,
+            TimeUnit::Milliseconds => 1_000,
+            TimeUnit::Microseconds => 1_000_000,
+        }
+    }
+}
+
+/// `progress_table.time_zone`: the clock on the wall a naive time (no offset) was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeZoneName {
+    /// The machine's zone, from `TZ` or `/etc/localtime`: what Python's `datetime.now()` and
+    /// SQLite's `datetime('now', 'localtime')` write.
+    Local,
+    /// What SQLite's `datetime('now')` and `CURRENT_TIMESTAMP` write.
+    Utc,
+}
+
+impl TimeZoneName {
+    pub const ALL: [TimeZoneName; 2] = [TimeZoneName::Local, TimeZoneName::Utc];
+
+    /// As spelt in the jobs file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeZoneName::Local => "local",
+            TimeZoneName::Utc => "utc",
+        }
+    }
 }
 
 /// `restart:` — how to start the job again. argv, never a shell string.

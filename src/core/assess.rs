@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::evidence::{
-    CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, PendingApproval, Reading,
+    Carried, CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, PendingApproval, Reading,
 };
 use crate::config::{JobSpec, Predicate};
 
@@ -146,7 +146,6 @@ pub struct Assessment {
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
 pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessment {
-    let progress = Progress::of(evidence);
     let done = Done::of(evidence);
     let started_before = has_started_before(evidence);
     let mut reasons = Vec::new();
@@ -155,6 +154,10 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         Some(Reading::Found(holder)) => Some(holder),
         _ => None,
     };
+    let holder_started = holder
+        .filter(|h| h.liveness == Liveness::Alive)
+        .and_then(|h| h.started_at);
+    let progress = Progress::of(job, evidence, now, holder_started);
     let age_sec = progress
         .newest
         .map(|(at, source)| (seconds_between(at, now), source))
@@ -189,6 +192,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     for (source, error) in &progress.faults {
         reasons.push(format!("{source}: fault: {error}"));
     }
+    reasons.extend(log_words(job, evidence, &progress, holder_started, now));
 
     for approval in &evidence.pending_approvals {
         reasons.push(format!(
@@ -253,7 +257,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         progress_age_sec: age_sec.map(|(age, _)| age),
         progress_source: age_sec.map(|(_, source)| source),
         done: done.known(),
-        expected_total: job.expected_total,
+        expected_total: expected_total(job, evidence),
         reasons,
         checks: evidence.checks.clone(),
         started_before,
@@ -288,7 +292,7 @@ fn judge_holder(
         }
         Liveness::Alive => match age_sec {
             Some((age, source)) if age > job.stall_sec as f64 => {
-                if progress.faults.is_empty() {
+                if progress.faults.is_empty() && progress.missing.is_none() {
                     reasons.push(format!(
                         "{who}, alive, but no progress for {} (freshest: {}; stall_sec {})",
                         fmt_secs(age),
@@ -296,6 +300,15 @@ fn judge_holder(
                         job.stall_sec
                     ));
                     State::Stalled
+                } else if progress.faults.is_empty() {
+                    reasons.push(format!(
+                        "{who}, alive; nothing seen for {} (stall_sec {}), but the log is \
+                         missing: {}: cannot tell a stall from a wrong 'log' path",
+                        fmt_secs(age),
+                        job.stall_sec,
+                        progress.missing.as_deref().unwrap_or_default()
+                    ));
+                    State::Unknown
                 } else {
                     let faulty: Vec<&str> = progress.faults.iter().map(|(s, _)| *s).collect();
                     reasons.push(format!(
@@ -343,7 +356,8 @@ fn judge_not_holding(
             }
         }
     }
-    let complete = match (done.known(), job.expected_total) {
+    let total = expected_total(job, evidence);
+    let complete = match (done.known(), total) {
         (Some(done), Some(total)) => done >= total,
         _ => false,
     };
@@ -360,7 +374,7 @@ fn judge_not_holding(
         reasons.push(format!(
             "complete: {} of {} done",
             done.known().unwrap_or(0),
-            job.expected_total.unwrap_or(0)
+            total.unwrap_or(0)
         ));
         State::Complete
     } else {
@@ -377,8 +391,13 @@ enum Verdict {
 
 fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Done) -> Verdict {
     match predicate {
-        Predicate::NotComplete => match (done, job.expected_total) {
+        Predicate::NotComplete => match (done, expected_total(job, evidence)) {
             (Done::Fault(error), _) => Verdict::Undecidable(error.clone()),
+            (_, None) if job.reports_total() => Verdict::Undecidable(
+                "no expected_total, and the progress table's total_column is NULL in its \
+                 newest row: no total known yet"
+                    .to_string(),
+            ),
             (_, None) => Verdict::Undecidable("no expected_total".to_string()),
             (done, Some(total)) => {
                 let done = done.known().unwrap_or(0);
@@ -420,38 +439,87 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
 struct Progress {
     newest: Option<(DateTime<Utc>, ProgressSource)>,
     faults: Vec<(&'static str, String)>,
+    /// Why the log is missing, when it is and nothing carries its last write: a stall cannot
+    /// be told from a wrong path then.
+    missing: Option<String>,
 }
 
 impl Progress {
-    fn of(evidence: &Evidence) -> Self {
+    /// `holder_started` is when the live holder started: a reading carried from before it (a
+    /// rotated log, a remembered one, a heartbeat) belongs to an earlier run and does not count.
+    fn of(
+        job: &JobSpec,
+        evidence: &Evidence,
+        now: DateTime<Utc>,
+        holder_started: Option<DateTime<Utc>>,
+    ) -> Self {
         let mut newest: Option<(DateTime<Utc>, ProgressSource)> = None;
         let mut faults = Vec::new();
-        let mut consider = |at: Option<DateTime<Utc>>, source: ProgressSource| {
-            if let Some(at) = at
-                && newest.is_none_or(|(best, _)| at > best)
-            {
+        // A time more than a minute ahead is a wrong clock or zone: a fault, never age 0.
+        let mut consider = |at: Option<DateTime<Utc>>, source: ProgressSource, what: String| {
+            let Some(at) = at else {
+                return;
+            };
+            if let Some(ahead) = super::times::in_the_future(at, now) {
+                faults.push((
+                    source.as_str(),
+                    format!("{what} {} (UTC), {ahead}", at.format("%Y-%m-%d %H:%M:%S")),
+                ));
+            } else if newest.is_none_or(|(best, _)| at > best) {
                 newest = Some((at, source));
             }
         };
+        let before_holder = |at: DateTime<Utc>| holder_started.is_some_and(|start| at < start);
         if let Some(reading) = &evidence.log {
-            consider(reading.found().map(|r| r.modified), ProgressSource::Log);
+            let stamp = reading
+                .found()
+                .filter(|s| s.carried.is_none() || !before_holder(s.modified));
+            consider(
+                stamp.map(|r| r.modified),
+                ProgressSource::Log,
+                "its last write is".to_string(),
+            );
         }
         if let Some(reading) = &evidence.progress_file {
             consider(
                 reading.found().map(|r| r.modified),
                 ProgressSource::ProgressFile,
+                "its modification time is".to_string(),
             );
         }
         if let Some(reading) = &evidence.progress_table {
+            let what = match &job.progress_table {
+                Some(table) => format!(
+                    "the newest '{}' (text without an offset read in time_zone '{}', numbers \
+                     in time_unit '{}') is",
+                    table.time_column,
+                    table.time_zone.as_str(),
+                    table.time_unit.as_str()
+                ),
+                None => "the newest time is".to_string(),
+            };
             consider(
                 reading.found().map(|r| r.newest),
                 ProgressSource::ProgressTable,
+                what,
             );
         }
         if let Some(reading) = &evidence.manifest {
             consider(
                 reading.found().map(|r| r.updated_at),
                 ProgressSource::Manifest,
+                "'updated_at' is".to_string(),
+            );
+        }
+        // The job's own report counts too (README: its time counts toward the age), unless it
+        // was sent before this holder started.
+        if let Some(Reading::Found(beat)) = &evidence.heartbeat
+            && !before_holder(beat.at)
+        {
+            consider(
+                Some(beat.at),
+                ProgressSource::Heartbeat,
+                "the last heartbeat was sent".to_string(),
             );
         }
         let sources = [
@@ -474,8 +542,72 @@ impl Progress {
                 faults.push((name, error.to_string()));
             }
         }
-        Progress { newest, faults }
+        let missing = match &evidence.log {
+            Some(Reading::Found(_)) => None,
+            _ => evidence.log_missing.clone(),
+        };
+        Progress {
+            newest,
+            faults,
+            missing,
+        }
     }
+}
+
+/// What the log's reading adds to the reasons: that it is missing (naming the path), or that
+/// its last write was carried across a rotation (naming where it was found).
+fn log_words(
+    job: &JobSpec,
+    evidence: &Evidence,
+    progress: &Progress,
+    holder_started: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut words = Vec::new();
+    if let Some(missing) = &evidence.log_missing {
+        words.push(format!(
+            "log: missing: {missing}; fix the 'log' path if it is wrong (a job that has not \
+             started yet has no log)"
+        ));
+    }
+    if let Some(Reading::Found(stamp)) = &evidence.log
+        && let Some(carried) = &stamp.carried
+        && !progress.faults.iter().any(|(source, _)| *source == "log")
+    {
+        let age = fmt_secs(seconds_between(stamp.modified, now));
+        let log = job
+            .log
+            .as_deref()
+            .map(|p| super::text::inert(&p.display().to_string()))
+            .unwrap_or_default();
+        let mut line = match carried {
+            Carried::Rotated(path) => format!(
+                "log: last write {age} ago, in '{}' (rotated)",
+                super::text::inert(&path.display().to_string())
+            ),
+            Carried::Remembered => format!(
+                "log: last write {age} ago, before '{log}' was rotated or replaced \
+                 (remembered since an earlier look)"
+            ),
+        };
+        if holder_started.is_some_and(|start| stamp.modified < start) {
+            line.push_str("; not counted: the holder started after it");
+        }
+        words.push(line);
+    }
+    words
+}
+
+/// The total the job is done at: `expected_total`, else the total its progress table reports
+/// (`total_column` of the newest row).
+pub fn expected_total(job: &JobSpec, evidence: &Evidence) -> Option<u64> {
+    job.expected_total.or_else(|| {
+        evidence
+            .progress_table
+            .as_ref()
+            .and_then(|reading| reading.found())
+            .and_then(|table| table.total)
+    })
 }
 
 /// How many items are done, over every countable source (the largest count wins).
@@ -499,7 +631,7 @@ impl Done {
             None => {}
         }
         match &evidence.progress_table {
-            Some(Reading::Found(table)) => add(table.rows),
+            Some(Reading::Found(table)) => add(table.done()),
             Some(Reading::Empty) => add(0),
             Some(Reading::Fault(error)) => {
                 fault.get_or_insert(format!("progress_table: fault: {error}"));
@@ -623,7 +755,8 @@ pub fn approval_wait_sec(
         .sum()
 }
 
-/// Seconds from `then` to `now`, never negative (a file stamped in the future is fresh).
+/// Seconds from `then` to `now`, never negative (a time up to a minute ahead is clock skew;
+/// one further ahead never gets here: it is a fault, see [`super::times`]).
 fn seconds_between(then: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     let ms = (now - then).num_milliseconds().max(0);
     ms as f64 / 1000.0

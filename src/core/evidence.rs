@@ -42,8 +42,27 @@ impl<T> Reading<T> {
 /// A file whose modification time is evidence (the log).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileStamp {
+    /// The last write: the log's own modification time, or, after a rotation left the log
+    /// empty or gone, the last write carried across it (see `carried`).
     pub modified: DateTime<Utc>,
+    /// The log's own length (0 after a rotation emptied it).
     pub len: u64,
+    /// Where `modified` came from when it is not the log's own time; `None` when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carried: Option<Carried>,
+}
+
+/// Where a log's last write was found when the log itself no longer shows it: logrotate
+/// (copytruncate, or rename + create) and Python's `RotatingFileHandler` leave a new, empty
+/// log behind, and a healthy writer that has not written since must not look stalled.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "from", content = "path", rename_all = "snake_case")]
+pub enum Carried {
+    /// In the rotated predecessor at this path (`app.log.1`, `app.log-20261201`).
+    Rotated(std::path::PathBuf),
+    /// The log's own last reading before it was emptied or replaced, remembered by this
+    /// long-running process (no predecessor is where mihari looks).
+    Remembered,
 }
 
 /// A progress file: its modification time and how many newline-terminated lines it holds.
@@ -53,11 +72,23 @@ pub struct LineCount {
     pub done: u64,
 }
 
-/// A SQLite progress table: `max(time_column)` and `count(*)`.
+/// A SQLite progress table: `max(time_column)` and `count(*)`, and, for a status row updated
+/// in place, done and total from the newest row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TableReading {
     pub newest: DateTime<Utc>,
     pub rows: u64,
+    /// `done_column` of the newest row, when declared: done, instead of the number of rows.
+    pub done: Option<u64>,
+    /// `total_column` of the newest row, when declared and not NULL.
+    pub total: Option<u64>,
+}
+
+impl TableReading {
+    /// How many items are done: the declared done column, else the number of rows.
+    pub fn done(&self) -> u64 {
+        self.done.unwrap_or(self.rows)
+    }
 }
 
 /// A phased pipeline's run manifest (see seed 004): which run, which phase, which are done.
@@ -181,6 +212,12 @@ pub struct Evidence {
     /// The lock `resource_free` looks at, when it is a different file from `lock`.
     pub resource_lock: Option<Reading<LockHolder>>,
     pub log: Option<Reading<FileStamp>>,
+    /// Why the log counts as missing, naming its path ("'/srv/app/colect.log' does not
+    /// exist"): its path names nothing. Said as "missing", never as "empty" or "no progress":
+    /// a typo in the path must not read as a quiet job. Not a fault either (the job may not
+    /// have started). Already inert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_missing: Option<String>,
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
     pub manifest: Option<Reading<ManifestReading>>,

@@ -12,9 +12,11 @@ pub mod escalate;
 pub mod evidence;
 pub mod order;
 pub mod text;
+pub mod times;
 pub mod watch;
 
 pub use assess::{Assessment, Bucket, State, assess};
+pub use evidence::Carried;
 pub use evidence::{
     CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
     LockHolder, ManifestReading, PendingApproval, Reading, TableReading,

@@ -866,7 +866,8 @@ fn every(check: &CheckSpec) -> Duration {
 }
 
 /// Every file a job declares, with a SQLite database's journal and WAL files (a commit in WAL
-/// mode touches only the `-wal` file).
+/// mode touches only the `-wal` file), and the log's first rotated name (`NAME.1`): a writer
+/// that has not reopened its log since a rename still writes there.
 pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [
         &job.lock,
@@ -879,6 +880,11 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
     .flatten()
     .cloned()
     .collect();
+    if let Some(log) = &job.log {
+        let mut rotated = log.clone().into_os_string();
+        rotated.push(".1");
+        paths.push(PathBuf::from(rotated));
+    }
     if let Some(table) = &job.progress_table {
         paths.push(table.db.clone());
         for suffix in ["-wal", "-journal"] {

@@ -15,7 +15,8 @@ use chrono::{DateTime, Utc};
 use super::safe_open::{self, OpenError, Role};
 use crate::core::{FileStamp, Reading};
 
-/// The log's modification time and length; empty when it does not exist or is zero bytes;
+/// The log's own modification time and length, with no rotation carried (the prober's reading
+/// is [`super::rotation::LogMemory::read`]); empty when it does not exist or is zero bytes;
 /// a fault when it is a link, not a regular file, or cannot be stat'ed (permission denied, a
 /// path through a file, ...).
 pub fn stamp(path: &Path) -> Reading<FileStamp> {
@@ -30,6 +31,7 @@ pub fn stamp(path: &Path) -> Reading<FileStamp> {
         Ok(modified) => Reading::Found(FileStamp {
             modified,
             len: meta.len(),
+            carried: None,
         }),
         Err(error) => super::fault(path, error),
     }

@@ -125,8 +125,9 @@ pub fn is_completed(result: &Value) -> bool {
 
 /// A naive local time as UTC. In the hour a DST change repeats, the reading closest to the
 /// file's mtime is the one the writer meant (it wrote the file then); a time skipped by DST
-/// was never written by `datetime.now()` and is an error.
-fn local_to_utc<Tz: TimeZone>(
+/// was never written by `datetime.now()` and is an error. Progress tables read naive local
+/// text the same way.
+pub(super) fn local_to_utc<Tz: TimeZone>(
     naive: NaiveDateTime,
     zone: &Tz,
     mtime: DateTime<Utc>,

@@ -11,6 +11,7 @@ pub mod files;
 pub mod lock;
 pub mod manifest;
 pub mod proc;
+pub mod rotation;
 pub mod safe_open;
 pub mod table;
 pub mod tail;
@@ -21,10 +22,13 @@ use crate::core::{Evidence, Reading};
 pub use count::LineCounter;
 
 /// Gathers evidence for jobs, remembering what it has counted so far, so that a progress file
-/// is counted incrementally within one process.
+/// is counted incrementally within one process, and what each log last held, so that a
+/// rotation is carried across.
 #[derive(Debug, Default)]
 pub struct Prober {
     counter: LineCounter,
+    /// Each log's last non-empty reading, so that a rotation no predecessor shows is carried.
+    logs: rotation::LogMemory,
 }
 
 impl Prober {
@@ -43,10 +47,13 @@ impl Prober {
             }
             (None, _) => None,
         };
+        let log = job.log.as_deref().map(|path| self.logs.read(path));
+        let log_missing = log.as_ref().and_then(|log| log.missing.clone());
         Evidence {
             lock,
             resource_lock,
-            log: job.log.as_deref().map(files::stamp),
+            log: log.map(|log| log.stamp),
+            log_missing,
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),

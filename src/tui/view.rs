@@ -15,7 +15,7 @@ use super::layout;
 use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS, TAIL_LINES};
 use super::theme::symbol;
 use crate::core::text::{inert, is_mark};
-use crate::core::{Assessment, Bucket, CheckResult, Liveness, Reading};
+use crate::core::{Assessment, Bucket, Carried, CheckResult, Liveness, Reading};
 
 /// Draws the whole screen.
 pub fn view(model: &Model, frame: &mut Frame) {
@@ -758,14 +758,24 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
                     text(format!("  {}", inert(line)), Style::default(), &mut out);
                 }
             }
-            Some(Reading::Empty) => text(
-                format!(
-                    "  (empty: '{}' has nothing yet)",
-                    inert(&log.display().to_string())
-                ),
-                theme.dim(),
-                &mut out,
-            ),
+            Some(Reading::Empty) => {
+                let seen = evidence
+                    .and_then(|e| e.log.as_ref())
+                    .and_then(|r| r.found());
+                let missing = evidence.and_then(|e| e.log_missing.as_deref());
+                let words = match (missing, seen.and_then(|s| s.carried.as_ref())) {
+                    (Some(missing), _) => format!("  (missing: {})", inert(missing)),
+                    (None, Some(Carried::Rotated(path))) => format!(
+                        "  (empty since it was rotated: its last lines are in '{}')",
+                        inert(&path.display().to_string())
+                    ),
+                    _ => format!(
+                        "  (empty: '{}' has nothing yet)",
+                        inert(&log.display().to_string())
+                    ),
+                };
+                text(words, theme.dim(), &mut out)
+            }
             Some(Reading::Fault(error)) => text(
                 format!("  fault: {}", inert(error)),
                 theme.alarm(),
@@ -783,8 +793,12 @@ fn evidence_rows(
     evidence: &crate::core::Evidence,
 ) -> Vec<(&'static str, String, Style)> {
     let theme = &model.theme;
-    let ago = |at: chrono::DateTime<chrono::Utc>| {
-        fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
+    // A time further ahead than clock skew is a fault (see core::times): never "0s ago".
+    let ago = |at: chrono::DateTime<chrono::Utc>| match crate::core::times::in_the_future(
+        at, model.now,
+    ) {
+        Some(ahead) => format!("(fault: {ahead})"),
+        None => fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0),
     };
     let mut rows = Vec::new();
     let mut add = |name: &'static str, text: String, style: Style| rows.push((name, text, style));
@@ -823,10 +837,34 @@ fn evidence_rows(
     }
     if let Some(reading) = &evidence.log {
         match (reading, empty_or_fault(reading)) {
-            (Reading::Found(stamp), _) => add(
+            (Reading::Found(stamp), _) => {
+                let mut words = match &stamp.carried {
+                    None => format!("written {} ago · {}", ago(stamp.modified), bytes(stamp.len)),
+                    Some(Carried::Rotated(path)) => format!(
+                        "last write {} ago, in '{}' (rotated) · {} since",
+                        ago(stamp.modified),
+                        inert(&path.display().to_string()),
+                        bytes(stamp.len)
+                    ),
+                    Some(Carried::Remembered) => format!(
+                        "last write {} ago, before it was rotated or replaced (remembered) · {} \
+                         since",
+                        ago(stamp.modified),
+                        bytes(stamp.len)
+                    ),
+                };
+                if let Some(missing) = &evidence.log_missing {
+                    words = format!("missing: {} · {words}", inert(missing));
+                }
+                add("log", words, Style::default())
+            }
+            (Reading::Empty, _) if evidence.log_missing.is_some() => add(
                 "log",
-                format!("written {} ago · {}", ago(stamp.modified), bytes(stamp.len)),
-                Style::default(),
+                format!(
+                    "missing: {}",
+                    inert(evidence.log_missing.as_deref().unwrap_or_default())
+                ),
+                theme.warning(),
             ),
             (_, Some((text, fault))) => {
                 add("log", text, if fault { theme.alarm() } else { theme.dim() })
@@ -853,7 +891,19 @@ fn evidence_rows(
         match (reading, empty_or_fault(reading)) {
             (Reading::Found(table), _) => add(
                 "progress_table",
-                format!("{} rows · newest {} ago", table.rows, ago(table.newest)),
+                match (table.done, table.total) {
+                    (None, _) => format!("{} rows · newest {} ago", table.rows, ago(table.newest)),
+                    (Some(done), Some(total)) => format!(
+                        "done {done} of {total} (newest row) · newest {} ago",
+                        ago(table.newest)
+                    ),
+                    (Some(done), None) => {
+                        format!(
+                            "done {done} (newest row) · newest {} ago",
+                            ago(table.newest)
+                        )
+                    }
+                },
                 Style::default(),
             ),
             (_, Some((text, fault))) => add(

@@ -84,6 +84,10 @@ pub(super) struct RawProgressTable {
     pub db: Option<Spanned<String>>,
     pub table: Option<Spanned<String>>,
     pub time_column: Option<Spanned<String>>,
+    pub time_unit: Option<Spanned<String>>,
+    pub time_zone: Option<Spanned<String>>,
+    pub done_column: Option<Spanned<String>>,
+    pub total_column: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

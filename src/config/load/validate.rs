@@ -21,7 +21,8 @@ use super::raw::{
     RawSettings, RawTimeouts,
 };
 use crate::config::{
-    CheckSpec, Config, JobSpec, Predicate, ProgressTable, RestartSpec, Route, Settings, Timeouts,
+    CheckSpec, Config, JobSpec, Predicate, ProgressTable, RestartSpec, Route, Settings, TimeUnit,
+    TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -506,12 +507,16 @@ fn job(
     for (predicate, at) in &should_run_when {
         match predicate {
             Predicate::NotComplete => {
-                if raw.expected_total.is_none() {
+                let table_total = progress_table
+                    .as_ref()
+                    .is_some_and(|table| table.total_column.is_some());
+                if raw.expected_total.is_none() && !table_total {
                     return Err(src.refuse(
                         *at,
                         format!(
                             "should_run_when {} of {the_job} needs expected_total, the number \
-                             of items when done: add expected_total: N, or drop not_complete",
+                             of items when done: add expected_total: N (or a progress_table \
+                             total_column the job keeps up to date), or drop not_complete",
                             quote(predicate.as_str())
                         ),
                     ));
@@ -665,11 +670,94 @@ fn progress_table(
     }
     let time_column = identifiers.pop().unwrap_or_default();
     let table = identifiers.pop().unwrap_or_default();
+    let time_unit = one_of(
+        src,
+        &raw.time_unit,
+        "progress_table.time_unit",
+        &TimeUnit::ALL.map(|unit| (unit.as_str(), unit)),
+        "seconds, milliseconds or microseconds since 1970",
+    )?
+    .unwrap_or(TimeUnit::Seconds);
+    let time_zone = one_of(
+        src,
+        &raw.time_zone,
+        "progress_table.time_zone",
+        &TimeZoneName::ALL.map(|zone| (zone.as_str(), zone)),
+        "the zone text without an offset was written in: 'local' is the machine's (TZ, \
+         /etc/localtime)",
+    )?
+    .unwrap_or(TimeZoneName::Local);
+    let mut columns = Vec::with_capacity(2);
+    for (key, value) in [
+        ("done_column", &raw.done_column),
+        ("total_column", &raw.total_column),
+    ] {
+        let Some(value) = value else {
+            columns.push(None);
+            continue;
+        };
+        if !is_sql_identifier(&value.value) {
+            return Err(src.refuse(
+                Pos::of(value),
+                format!(
+                    "progress_table.{key} {} is not a plain SQL name: use letters, digits and \
+                     '_', not starting with a digit (mihari puts it into a query)",
+                    quote(&value.value)
+                ),
+            ));
+        }
+        columns.push(Some(value.value.clone()));
+    }
+    let total_column = columns.pop().flatten();
+    let done_column = columns.pop().flatten();
+    if let (Some(total), None) = (&raw.total_column, &done_column) {
+        return Err(src.refuse(
+            Pos::of(total),
+            format!(
+                "progress_table.total_column {} has no done_column beside it: a total is read \
+                 from the newest row together with its done; add done_column, or remove \
+                 total_column",
+                quote(&total.value)
+            ),
+        ));
+    }
     Ok(ProgressTable {
         db,
         table,
         time_column,
+        time_unit,
+        time_zone,
+        done_column,
+        total_column,
     })
+}
+
+/// A key whose value must be one of a few words (`accepted`, as spelt in the file); `None`
+/// when it is absent. `meaning` says what the words choose between, for the refusal.
+fn one_of<T: Copy>(
+    src: &Source<'_>,
+    raw: &Option<Spanned<String>>,
+    key: &str,
+    accepted: &[(&str, T)],
+    meaning: &str,
+) -> Result<Option<T>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match accepted.iter().find(|(word, _)| *word == raw.value) {
+        Some((_, value)) => Ok(Some(*value)),
+        None => {
+            let words: Vec<String> = accepted.iter().map(|(w, _)| format!("'{w}'")).collect();
+            Err(src.refuse(
+                Pos::of(raw),
+                format!(
+                    "{key} {} is not accepted: write one of {} ({meaning})",
+                    quote(&raw.value),
+                    words.join(", ")
+                ),
+            ))
+        }
+    }
 }
 
 fn restart(raw: RawRestart, paths: &Paths<'_>, the_job: &str) -> Result<RestartSpec, ConfigError> {
