@@ -213,10 +213,12 @@ impl Watcher {
             .map(|(id, seen)| (id.as_str(), &seen.history))
             .collect();
         let history = |id: &str| histories.get(id).map(|h| (*h).clone()).unwrap_or_default();
+        let in_flight = &self.in_flight;
         let pass = self.brain.pass(
             &snapshot.list,
             &self.config.jobs,
             &history,
+            &|job| in_flight.contains(job),
             self.config.settings.restart_daily_cap,
             // The watcher cannot escalate its own absence; that is the dashboard's to say.
             // What it can say is that the store does not take its writes, or cannot be read.

@@ -254,7 +254,15 @@ fn a_scripted_day_escalates_only_the_four_kinds_once_per_episode_and_digests_the
                 .map(|e| e.history.clone())
                 .unwrap_or_default()
         };
-        let pass = brain.pass(&snapshot.list, &world.jobs, &history, cap, &[], now);
+        let pass = brain.pass(
+            &snapshot.list,
+            &world.jobs,
+            &history,
+            &|_| false,
+            cap,
+            &[],
+            now,
+        );
         passes += 1;
         for condition in &pass.escalate {
             escalations.push((condition.job.clone(), condition.kind, now));
@@ -375,4 +383,47 @@ fn a_scripted_day_escalates_only_the_four_kinds_once_per_episode_and_digests_the
         count(EscalationKind::Unrestartable),
         digests[0].items.len()
     );
+}
+
+/// A watcher test failed now and then under load: the spawn that spent the daily cap was
+/// taken, while its run was still starting, for a crash the cap had to stop — the watcher
+/// escalated "the cap is spent" at once, then again when the run really stopped, and
+/// recorded `cap-reached` twice. While the machine's restart of a job is under way, nothing
+/// about its restart is decided or told.
+#[test]
+fn a_restart_under_way_is_not_a_spent_cap_until_its_outcome_is_known() {
+    let mut spec = job(1);
+    spec.auto_restart = true;
+    spec.auto_restart_reason = Some("known cause".into());
+    let jobs = vec![spec];
+    let now = at(10, 0);
+    let cap = 2;
+    let mut seen = dead(at(9, 59), 10);
+    seen.started_before = true;
+    // The second automatic restart has just been spawned: the cap is reached.
+    seen.history.auto_spawns_24h = vec![at(9, 0), at(9, 59)];
+    let snapshot = Snapshot::judge(&jobs, vec![seen], now);
+    let history = |id: &str| {
+        snapshot
+            .evidence_of(id)
+            .map(|e| e.history.clone())
+            .unwrap_or_default()
+    };
+    let mut brain = Brain::default();
+    let in_flight = |job: &str| job == "j01";
+    let pass = brain.pass(&snapshot.list, &jobs, &history, &in_flight, cap, &[], now);
+    assert!(pass.capped.is_empty(), "{pass:?}");
+    assert!(pass.restarts.is_empty(), "{pass:?}");
+    assert!(pass.escalate.is_empty(), "{pass:?}");
+    // Its outcome is back and the job is still down: now the cap is spent, told once.
+    let pass = brain.pass(&snapshot.list, &jobs, &history, &|_| false, cap, &[], now);
+    assert_eq!(pass.capped, ["j01"], "{pass:?}");
+    let broken: Vec<_> = pass
+        .escalate
+        .iter()
+        .filter(|c| c.kind == EscalationKind::BrokenRule)
+        .collect();
+    assert_eq!(broken.len(), 1, "{pass:?}");
+    let again = brain.pass(&snapshot.list, &jobs, &history, &|_| false, cap, &[], now);
+    assert!(again.escalate.is_empty(), "{again:?}");
 }

@@ -33,6 +33,10 @@ pub enum AutoVerdict {
     Wait(DateTime<Utc>),
     /// The daily cap is spent: a human must look for the cause.
     CapSpent { restarts: usize, cap: u32 },
+    /// The machine's restart of it is under way (spawned, its run not yet seen holding the
+    /// lock): nothing more to decide or to tell until that restart's outcome is known. The
+    /// spawn that spent the cap is not yet a run that failed.
+    UnderWay,
 }
 
 /// Decides whether `job`, judged as `row`, may be restarted by the machine at `now`.

@@ -138,7 +138,7 @@ pub fn conditions<'a>(
                         row.state.as_str()
                     ),
                 ),
-                Some(AutoVerdict::Now | AutoVerdict::Wait(_)) => {
+                Some(AutoVerdict::Now | AutoVerdict::Wait(_) | AutoVerdict::UnderWay) => {
                     // The machine restarts it; a failed restart is a broken rule (RED).
                 }
                 Some(AutoVerdict::NotNeeded) | None => {

@@ -124,12 +124,15 @@ impl Brain {
     }
 
     /// Judges one action list at `now`. `history` gives each job's event-log history;
-    /// `rules` are broken rules that belong to no job.
+    /// `under_way` says whether the machine's restart of a job is still in flight; `rules`
+    /// are broken rules that belong to no job.
+    #[allow(clippy::too_many_arguments)]
     pub fn pass(
         &mut self,
         list: &ActionList,
         jobs: &[JobSpec],
         history: &dyn Fn(&str) -> History,
+        under_way: &dyn Fn(&str) -> bool,
         cap: u32,
         rules: &[String],
         now: DateTime<Utc>,
@@ -145,7 +148,11 @@ impl Brain {
             if !super::decision::needs_restart(row) {
                 self.unrestartable.remove(&row.id);
             }
-            let verdict = auto_restart(job, row, &history(&row.id), cap, now);
+            let verdict = if under_way(&row.id) {
+                AutoVerdict::UnderWay
+            } else {
+                auto_restart(job, row, &history(&row.id), cap, now)
+            };
             match &verdict {
                 AutoVerdict::Now if !self.unrestartable.contains_key(&row.id) => {
                     pass.restarts.push(row.id.clone())
