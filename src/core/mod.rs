@@ -17,6 +17,6 @@ pub mod watch;
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::{
     CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
-    LockHolder, ManifestReading, PendingApproval, Reading, TableReading,
+    LockHolder, ManifestReading, MatchedProcess, PendingApproval, Reading, TableReading,
 };
 pub use order::{ActionList, order, order_with_rules};

@@ -11,6 +11,7 @@ pub mod files;
 pub mod lock;
 pub mod manifest;
 pub mod proc;
+pub mod procscan;
 pub mod safe_open;
 pub mod table;
 pub mod tail;
@@ -25,6 +26,8 @@ pub use count::LineCounter;
 #[derive(Debug, Default)]
 pub struct Prober {
     counter: LineCounter,
+    /// Every job's `process.cmdline`, compiled into one set.
+    matcher: procscan::Matcher,
 }
 
 impl Prober {
@@ -32,9 +35,27 @@ impl Prober {
         Self::default()
     }
 
+    /// Reads `/proc` once and matches every job of `jobs` that declares `process` against
+    /// it: the part of a pass all those jobs share. Reads nothing when none declares one.
+    pub fn scan_processes(&mut self, jobs: &[JobSpec]) -> procscan::ProcessScan {
+        self.matcher.scan(jobs)
+    }
+
     /// Reads every source `job` declares, except its checks (they run on their own schedule,
     /// see [`checks`]). Never fails: a source that cannot be read is a fault in the evidence.
+    /// A job declared by `process` costs a scan of `/proc` of its own here: a pass over many
+    /// jobs scans once ([`Prober::scan_processes`]) and calls [`Prober::gather_in`].
     pub fn gather(&mut self, job: &JobSpec) -> Evidence {
+        let scan = if job.process.is_some() {
+            self.matcher.scan(std::slice::from_ref(job))
+        } else {
+            procscan::ProcessScan::default()
+        };
+        self.gather_in(job, &scan)
+    }
+
+    /// [`Prober::gather`] with the pass's process scan.
+    pub fn gather_in(&mut self, job: &JobSpec, scan: &procscan::ProcessScan) -> Evidence {
         let lock = job.lock.as_deref().map(lock::read_lock);
         let resource_lock = match (&job.resource_lock, &job.lock) {
             (Some(resource), Some(own)) if resource == own => None,
@@ -50,6 +71,11 @@ impl Prober {
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            process: scan.reading(job),
+            kept_lock: job
+                .kept_lock
+                .as_deref()
+                .map(|kept| lock::read_lock_as(kept, safe_open::Role::KeptLock)),
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),

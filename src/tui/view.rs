@@ -805,7 +805,7 @@ fn evidence_rows(
                 ago(holder.modified)
             )
         }
-        Reading::Empty => "absent: no lock file".to_string(),
+        Reading::Empty => "not held: no lock file, or an empty one no process locks".to_string(),
         Reading::Fault(error) => format!("fault: {}", inert(error)),
     };
     let lock_style = |reading: &Reading<crate::core::LockHolder>| match reading {
