@@ -312,7 +312,7 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
         );
     }
     fault_pause("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS");
-    let lock = job.lock.clone();
+    let lock = job.run_lock().map(Path::to_path_buf);
     match spawn::verify(child, lock.as_deref(), GRACE) {
         Ok(()) => {
             let _ = store.advance_claim(
