@@ -64,6 +64,7 @@ impl Prober {
             }
             (None, _) => None,
         };
+        let process = scan.reading(job);
         Evidence {
             lock,
             resource_lock,
@@ -71,11 +72,13 @@ impl Prober {
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),
-            process: scan.reading(job),
             kept_lock: job
                 .kept_lock
                 .as_deref()
+                // Only asked when no process matches: a match decides without it.
+                .filter(|_| !matches!(process, Some(Reading::Found(_))))
                 .map(|kept| lock::read_lock_as(kept, safe_open::Role::KeptLock)),
+            process,
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),

@@ -102,21 +102,21 @@ impl ProcessTable {
             path.push_str(name.to_str().unwrap_or_default());
             let base = path.len();
             path.push_str("/stat");
-            let stat = match read_into(&path, &mut buffer, 4096) {
-                Ok(()) => String::from_utf8_lossy(&buffer).into_owned(),
+            match read_into(&path, &mut buffer, 4096) {
+                Ok(()) => {}
                 Err(error) if gone(&error) => continue,
                 Err(error) => {
                     table.unreadable.push((pid, error.to_string()));
                     continue;
                 }
-            };
-            let Ok(parsed) = parse_stat(&stat) else {
+            }
+            // The fields after the command name, without building the name itself.
+            let Some(parsed) = quick_stat(&buffer) else {
                 continue;
             };
             if matches!(parsed.state, 'Z' | 'X' | 'x') {
                 continue;
             }
-            let pgrp = stat_field(&stat, 2).unwrap_or(0);
             let cmdline = if cmdlines {
                 path.truncate(base);
                 path.push_str("/cmdline");
@@ -138,7 +138,7 @@ impl ProcessTable {
             table.processes.push(ScannedProcess {
                 pid,
                 ppid: parsed.ppid,
-                pgrp,
+                pgrp: parsed.pgrp,
                 state: parsed.state,
                 start_ticks: parsed.start_ticks,
                 cmdline,
@@ -188,7 +188,52 @@ impl ProcessScan {
 #[derive(Debug, Default)]
 pub struct Matcher {
     patterns: Vec<String>,
-    set: Option<RegexSet>,
+    compiled: Option<Compiled>,
+}
+
+/// The set, with which declared job each of its patterns belongs to, and the jobs whose
+/// pattern parsed but cannot be compiled (too large), with why.
+#[derive(Debug)]
+struct Compiled {
+    set: RegexSet,
+    job_of: Vec<usize>,
+    refused: Vec<(usize, String)>,
+}
+
+impl Compiled {
+    /// One set of every pattern; when that fails (a size limit), every pattern on its own,
+    /// so that only the jobs whose pattern is too large say so.
+    fn new(patterns: &[String]) -> Compiled {
+        if let Ok(set) = RegexSet::new(patterns) {
+            return Compiled {
+                set,
+                job_of: (0..patterns.len()).collect(),
+                refused: Vec::new(),
+            };
+        }
+        let mut job_of = Vec::new();
+        let mut refused = Vec::new();
+        for (index, pattern) in patterns.iter().enumerate() {
+            match regex::Regex::new(pattern) {
+                Ok(_) => job_of.push(index),
+                Err(error) => refused.push((
+                    index,
+                    inert(&format!(
+                        "process.cmdline '{}' cannot be compiled ({}): make it simpler",
+                        shown_cmdline(pattern),
+                        error.to_string().lines().last().unwrap_or("too large")
+                    )),
+                )),
+            }
+        }
+        let kept: Vec<&String> = job_of.iter().map(|&i| &patterns[i]).collect();
+        let set = RegexSet::new(kept).unwrap_or_else(|_| RegexSet::empty());
+        Compiled {
+            set,
+            job_of,
+            refused,
+        }
+    }
 }
 
 impl Matcher {
@@ -222,38 +267,31 @@ impl Matcher {
             .filter_map(|job| job.process.as_ref())
             .map(|process| process.cmdline.as_str().to_string())
             .collect();
-        if self.set.is_none() || self.patterns != patterns {
-            // Each pattern compiled on its own when the file was loaded, so the set compiles;
-            // should it not (a size limit for the whole set), every job says so.
-            self.set = RegexSet::new(&patterns).ok();
+        if self.compiled.is_none() || self.patterns != patterns {
+            self.compiled = Some(Compiled::new(&patterns));
             self.patterns = patterns;
         }
-        let Some(set) = &self.set else {
-            return ProcessScan {
-                by_job: declared
-                    .iter()
-                    .map(|job| {
-                        (
-                            job.id.clone(),
-                            Reading::Fault(
-                                "the process.cmdline patterns of all jobs together are too \
-                                 large to match at once: make them simpler"
-                                    .to_string(),
-                            ),
-                        )
-                    })
-                    .collect(),
-            };
+        let Some(compiled) = &self.compiled else {
+            return ProcessScan::default();
         };
         let mut hits: Vec<Vec<&ScannedProcess>> = vec![Vec::new(); declared.len()];
         for process in &table.processes {
-            for index in set.matches(&process.cmdline).iter() {
-                hits[index].push(process);
+            // Most processes match nothing: one quick search says so before the set asks
+            // which patterns match.
+            if !compiled.set.is_match(&process.cmdline) {
+                continue;
+            }
+            for index in compiled.set.matches(&process.cmdline).iter() {
+                hits[compiled.job_of[index]].push(process);
             }
         }
         let mut users: HashMap<String, Result<u32, String>> = HashMap::new();
         let mut by_job = HashMap::with_capacity(declared.len());
-        for (job, hits) in declared.iter().zip(hits) {
+        for (index, (job, hits)) in declared.iter().zip(hits).enumerate() {
+            if let Some((_, why)) = compiled.refused.iter().find(|(i, _)| *i == index) {
+                by_job.insert(job.id.clone(), Reading::Fault(why.clone()));
+                continue;
+            }
             let Some(process) = &job.process else {
                 continue;
             };
@@ -273,11 +311,15 @@ impl Matcher {
             let mut matched = Vec::new();
             let mut unknown_owner = Vec::new();
             for hit in hits {
-                match (wanted_uid, hit.uid()) {
-                    (None, _) => matched.push(table.matched(hit)),
-                    (Some(wanted), Some(uid)) if uid == wanted => matched.push(table.matched(hit)),
-                    (Some(_), Some(_)) => {}
-                    (Some(_), None) => unknown_owner.push(hit.pid),
+                // The owner is read only when a user is asked for: one more file per process.
+                let Some(wanted) = wanted_uid else {
+                    matched.push(table.matched(hit));
+                    continue;
+                };
+                match hit.uid() {
+                    Some(uid) if uid == wanted => matched.push(table.matched(hit)),
+                    Some(_) => {}
+                    None => unknown_owner.push(hit.pid),
                 }
             }
             matched.sort_by_key(|m| (m.start_ticks, m.pid));
@@ -471,30 +513,73 @@ pub fn shown_cmdline(cmdline: &str) -> String {
 /// spaces, the final NUL goes.
 pub fn joined_argv(bytes: &[u8]) -> String {
     let trimmed = bytes.strip_suffix(&[0]).unwrap_or(bytes);
-    let joined: Vec<u8> = trimmed
-        .iter()
-        .map(|&b| if b == 0 { b' ' } else { b })
-        .collect();
-    String::from_utf8_lossy(&joined).into_owned()
+    let mut joined = trimmed.to_vec();
+    for byte in &mut joined {
+        if *byte == 0 {
+            *byte = b' ';
+        }
+    }
+    String::from_utf8(joined).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// A field after the command name in a stat line: 0 is the state (field 3), 2 the process
-/// group (field 5).
-fn stat_field(stat: &str, index: usize) -> Option<u32> {
-    let close = stat.rfind(')')?;
-    stat[close + 1..]
-        .split_ascii_whitespace()
-        .nth(index)?
-        .parse()
-        .ok()
+/// The fields of a stat line the scan keeps.
+struct QuickStat {
+    state: char,
+    ppid: u32,
+    pgrp: u32,
+    start_ticks: u64,
 }
 
-/// Reads at most `limit` bytes of a `/proc` file into `buffer` (cleared first).
+/// Pure: state, parent, group and start ticks from the bytes of `/proc/<pid>/stat`, read
+/// after the LAST ')' (a command name may hold one); `None` for a line that is not one.
+fn quick_stat(bytes: &[u8]) -> Option<QuickStat> {
+    let close = bytes.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&bytes[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state_text = fields.next()?;
+    let mut chars = state_text.chars();
+    let state = chars.next()?;
+    if chars.next().is_some() {
+        return None;
+    }
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    // Field 22 is the 20th after the name; three were taken.
+    let start_ticks = fields.nth(16)?.parse().ok()?;
+    Some(QuickStat {
+        state,
+        ppid,
+        pgrp,
+        start_ticks,
+    })
+}
+
+/// Reads at most `limit` bytes of a `/proc` file into `buffer` (cleared first). A `/proc`
+/// file hands over all it has in one read when there is room for it, so a read that leaves
+/// room is the last: a scan of a thousand processes saves a thousand empty reads.
 fn read_into(path: &str, buffer: &mut Vec<u8>, limit: usize) -> io::Result<()> {
     buffer.clear();
-    let file = fs::File::open(path)?;
-    file.take(limit as u64).read_to_end(buffer)?;
-    Ok(())
+    let mut file = fs::File::open(path)?;
+    let mut chunk = 4096.min(limit);
+    loop {
+        let start = buffer.len();
+        buffer.resize(start + chunk, 0);
+        let read = loop {
+            match file.read(&mut buffer[start..]) {
+                Ok(read) => break read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    buffer.truncate(start);
+                    return Err(error);
+                }
+            }
+        };
+        buffer.truncate(start + read);
+        if read < chunk || buffer.len() >= limit {
+            return Ok(());
+        }
+        chunk = (limit - buffer.len()).min(buffer.len());
+    }
 }
 
 /// A process that has exited between the listing and the read.
@@ -596,9 +681,16 @@ mod tests {
     }
 
     #[test]
-    fn stat_fields_after_the_command_name() {
-        let line = "42 (a) b) T 7 40 40 0 -1 0 0";
-        assert_eq!(stat_field(line, 1), Some(7));
-        assert_eq!(stat_field(line, 2), Some(40));
+    fn the_quick_stat_reads_what_parse_stat_reads() {
+        let line = "4242 (a) b) T 7 40 40 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 \
+                    8216576 200";
+        let quick = quick_stat(line.as_bytes()).expect("parses");
+        let full = parse_stat(line).expect("parses");
+        assert_eq!(quick.state, full.state);
+        assert_eq!(quick.ppid, full.ppid);
+        assert_eq!(quick.pgrp, 40);
+        assert_eq!(quick.start_ticks, full.start_ticks);
+        assert!(quick_stat(b"4242 (sleep) S 1").is_none());
+        assert!(quick_stat(b"4242 sleep S 1 2 3").is_none());
     }
 }

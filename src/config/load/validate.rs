@@ -718,7 +718,9 @@ fn process_spec(
             ),
         ));
     }
-    if let Err(error) = regex::Regex::new(&cmdline.value) {
+    // Parsed here, compiled once for all jobs together when processes are scanned: a
+    // thousand patterns compiled one by one would cost more than the scan itself.
+    if let Err(error) = regex_syntax::Parser::new().parse(&cmdline.value) {
         return Err(src.refuse(
             at_cmdline,
             format!(
@@ -761,7 +763,7 @@ fn process_spec(
 
 /// The regex crate's error in one line: its last line ("error: unclosed group"), without
 /// the pattern and caret it prints above it (the refusal has its own).
-fn regex_error_words(error: &regex::Error) -> String {
+fn regex_error_words(error: &regex_syntax::Error) -> String {
     let text = error.to_string();
     let last = text
         .lines()
