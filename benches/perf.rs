@@ -14,6 +14,7 @@
 //! | a holder's death -> DEAD_LOCK_STALE on the 1,000-job dashboard | p99 at most 100 ms | a key -> its redraw on the same dashboard |
 //! | a stall deadline (freshest reading + stall_sec 2) -> STALLED on screen | p99 at most 100 ms | how late the bench's own timer wakes for the same deadline |
 //! | a change -> the `state-changed` event in a running watcher's store (1,000 jobs) | p99 at most 100 ms | the bench's own inotify on the changed folder, or its own reap of the killed holder |
+//! | `mihari check --json` over 1,000 jobs declared by `process.cmdline`, 1,000 more processes running (`procscan`) | at most 1.5x the floor | `ps -e -o pid=,lstart=,args=` in the same run |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
 //! lock held by a live `sleep`, a one-line log and a progress file of 2,000 JSONL lines, a
@@ -25,9 +26,11 @@
 //! like `benches/dashboard.rs`.
 //!
 //! Knobs (environment), defaults give the README's figures:
-//! - `MIHARI_BENCH_ONLY`: a comma list of `check,rss,tail,idle,screen,watcher` (default all).
+//! - `MIHARI_BENCH_ONLY`: a comma list of `check,rss,tail,idle,screen,watcher,procscan`
+//!   (default all).
 //! - `MIHARI_BENCH_RUNS` (7): runs per median for check and the in-process refresh.
-//! - `MIHARI_BENCH_JOBS` (1000), `MIHARI_BENCH_LINES` (2000): the fleet.
+//! - `MIHARI_BENCH_JOBS` (1000), `MIHARI_BENCH_LINES` (2000): the fleet; procscan's jobs and
+//!   processes too.
 //! - `MIHARI_BENCH_RSS_RUNS` (3), `MIHARI_BENCH_ACTIVITY_SECS` (10): the RSS runs.
 //! - `MIHARI_BENCH_IDLE_SECS` (60): the idle window.
 //! - `MIHARI_BENCH_KILLS` (60), `MIHARI_BENCH_STALLS` (30): the dashboard's latencies.
@@ -71,6 +74,7 @@ const TAIL_LINES: usize = 200;
 const TAIL_COPIES: usize = 256;
 
 const CHECK_TARGET_RATIO: f64 = 1.5;
+const PROCSCAN_TARGET_RATIO: f64 = 1.5;
 const RSS_TARGET_BYTES: u64 = 30_000_000;
 const TAIL_TARGET_RATIO: f64 = 1.2;
 const IDLE_TARGET_PERCENT: f64 = 0.05;
@@ -177,6 +181,9 @@ fn run() -> Result<(), String> {
             measure_watcher(&knobs, exe, &mut fleet, &mut holders, &mut table)?;
         }
         drop(holders);
+    }
+    if knobs.wants("procscan") {
+        measure_procscan(&knobs, exe, &mut table)?;
     }
     if knobs.wants("tail") {
         measure_tail(&knobs, &mut table)?;
@@ -536,6 +543,122 @@ fn run_check(exe: &Path, config: &Path) -> Result<(u64, i32, Duration), String> 
         jobs.iter().filter_map(|j| j["done"].as_u64()).sum()
     });
     Ok((done, output.status.code().unwrap_or(-1), took))
+}
+
+// ---------------------------------------------------------------------------------------------
+// mihari check over 1,000 jobs found by their command line
+
+/// `mihari check --json` over jobs declared by `process.cmdline` alone, each matching one of
+/// as many running `sleep`s (every argv unique, so every job is RUNNING with its own PID),
+/// against `ps -e -o pid=,lstart=,args=`, which reads the same /proc, in the same run. The
+/// jobs share one log, so the figure is the process scan's and not 1,000 stat calls.
+fn measure_procscan(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(), String> {
+    let root = knobs.tempdir()?;
+    let mut holders = Holders::default();
+    let log = root.path().join("shared.log");
+    write(&log, "one line\n")?;
+    let mut yaml = String::from("settings:\n  state_dir: state\njobs:\n");
+    let mut pids = Vec::with_capacity(knobs.jobs);
+    for i in 0..knobs.jobs {
+        let seconds = format!("360000.{i:06}");
+        pids.push(holders.spawn_sleep(&seconds)?);
+        yaml.push_str(&format!(
+            "  - id: proc{i:04}\n    log: shared.log\n    process: {{cmdline: '^sleep \
+             360000\\.{i:06}$'}}\n    stall_sec: 86400\n    should_run_when: [resource_free]\n"
+        ));
+    }
+    let jobs_yaml = root.path().join("jobs.yaml");
+    write(&jobs_yaml, &yaml)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&jobs_yaml, fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod: {e}"))?;
+    }
+    let processes = fs::read_dir("/proc")
+        .map_err(|e| format!("/proc: {e}"))?
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .count();
+    // Every job must be RUNNING with its own sleep before anything is timed.
+    let verify = || -> Result<(), String> {
+        let output = Command::new(exe)
+            .args(["check", "--json", "--config"])
+            .arg(&jobs_yaml)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run mihari check: {e}"))?;
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .map_err(|e| format!("check's output is not JSON: {e}"))?;
+        let rows = report["jobs"].as_array().cloned().unwrap_or_default();
+        for (i, pid) in pids.iter().enumerate() {
+            let id = format!("proc{i:04}");
+            let row = rows
+                .iter()
+                .find(|r| r["id"] == id.as_str())
+                .ok_or_else(|| format!("no row for {id}"))?;
+            if row["state"] != "RUNNING" || row["pid"].as_u64() != Some(u64::from(*pid)) {
+                return Err(format!("{id} is not RUNNING as pid {pid}: {row}"));
+            }
+        }
+        Ok(())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(error) = verify() {
+        if Instant::now() > deadline {
+            return Err(error);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ps = || -> Result<Duration, String> {
+        let started = Instant::now();
+        let output = Command::new("ps")
+            .args(["-e", "-o", "pid=,lstart=,args="])
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run ps: {e}"))?;
+        let took = started.elapsed();
+        if !output.status.success() {
+            return Err(format!("ps: {}", output.status));
+        }
+        Ok(took)
+    };
+    let mut floors = Vec::new();
+    let mut checks = Vec::new();
+    for _ in 0..knobs.runs {
+        floors.push(ps()?);
+        checks.push(run_check(exe, &jobs_yaml)?.2);
+    }
+    let floor = median(&mut floors);
+    let check = median(&mut checks);
+    let ratio = check.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "
+procscan: {} jobs by process.cmdline, {} sleeps, {processes} processes in /proc, {} \
+         runs alternating: ps -e -o pid=,lstart=,args= {}, mihari check --json {}",
+        knobs.jobs,
+        pids.len(),
+        knobs.runs,
+        ms(floor),
+        ms(check)
+    );
+    table.add(
+        format!(
+            "`mihari check --json`, {} jobs by `process.cmdline`, {processes} processes",
+            knobs.jobs
+        ),
+        format!("≤ {PROCSCAN_TARGET_RATIO}× floor"),
+        format!("`ps -e -o pid=,lstart=,args=` {}", ms(floor)),
+        ms(check),
+        format!("{ratio:.2}×"),
+        Some(ratio <= PROCSCAN_TARGET_RATIO),
+    );
+    drop(holders);
+    Ok(())
 }
 
 fn mb(bytes: u64) -> String {

@@ -6,11 +6,12 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use mihari::config::{JobSpec, Predicate, ProgressTable, Timeouts};
+use mihari::config::{JobSpec, Predicate, ProcessSpec, ProgressTable, Timeouts};
 use mihari::core::assess::ProgressSource;
 use mihari::core::{
     Bucket, Carried, CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, LineCount,
-    Liveness, LockHolder, ManifestReading, Reading, State, TableReading, assess, order,
+    Liveness, LockHolder, ManifestReading, MatchedProcess, Reading, State, TableReading, assess,
+    order,
 };
 
 fn now() -> DateTime<Utc> {
@@ -32,6 +33,8 @@ fn job() -> JobSpec {
         progress_file: Some(PathBuf::from("/data/raw/_manifest.jsonl")),
         progress_table: None,
         manifest: None,
+        process: None,
+        kept_lock: None,
         stall_sec: 300,
         expected_total: Some(5121),
         should_run_when: vec![Predicate::NotComplete, Predicate::ResourceFree],
@@ -60,6 +63,7 @@ fn holder(liveness: Liveness, started_secs_ago: f64) -> Reading<LockHolder> {
         },
         started_at: (liveness == Liveness::Alive).then(|| ago(started_secs_ago)),
         start_ticks: (liveness == Liveness::Alive).then_some(98_765),
+        stopped: false,
     })
 }
 
@@ -120,6 +124,62 @@ fn not_holding() -> Evidence {
         progress_file: Some(Reading::Empty),
         ..Evidence::default()
     }
+}
+
+/// A job started in a tmux pane: found by its command line, no lock, no count.
+fn process_job() -> JobSpec {
+    JobSpec {
+        lock: None,
+        progress_file: None,
+        expected_total: None,
+        process: Some(ProcessSpec {
+            cmdline: r"^python3 train\.py".into(),
+            user: None,
+        }),
+        kept_lock: Some(PathBuf::from("/state/train.run.lock")),
+        should_run_when: vec![Predicate::ResourceFree],
+        ..job()
+    }
+}
+
+/// A process matching `process.cmdline`, started `started_secs_ago`.
+fn matched(pid: u32, stopped: bool) -> MatchedProcess {
+    MatchedProcess {
+        pid,
+        start_ticks: 1000 + u64::from(pid),
+        started_at: Some(ago(3600.0)),
+        stopped,
+        state: if stopped { 'T' } else { 'S' },
+        cmdline: "python3 train.py --epochs 90".into(),
+    }
+}
+
+/// A process-job's evidence: the log written `log_ago`, and what the scan found.
+fn scanned(log_ago: f64, found: Reading<Vec<MatchedProcess>>) -> Evidence {
+    Evidence {
+        log: log(log_ago),
+        process: Some(found),
+        kept_lock: Some(Reading::Empty),
+        ..Evidence::default()
+    }
+}
+
+/// A lock holder as the probe reads it from the empty file util-linux `flock(1)` leaves.
+fn flocked_empty() -> Reading<LockHolder> {
+    Reading::Found(LockHolder {
+        pid: Some(4300),
+        recorded_start: None,
+        cmdline: Some("sleep 30".into()),
+        run_id: None,
+        modified: ago(60.0),
+        liveness: Liveness::Alive,
+        why: "the lock file is empty (as util-linux flock leaves it); pid 4300 holds a FLOCK \
+              lock on it"
+            .into(),
+        started_at: Some(ago(60.0)),
+        start_ticks: Some(77),
+        stopped: false,
+    })
 }
 
 fn rows() -> Vec<Row> {
@@ -362,7 +422,7 @@ fn rows() -> Vec<Row> {
         },
         Row {
             name: "a resource lock that cannot be read is undecidable",
-            job: resource_job,
+            job: resource_job.clone(),
             evidence: Evidence {
                 resource_lock: fault(),
                 ..not_holding()
@@ -494,6 +554,143 @@ fn rows() -> Vec<Row> {
             state: State::Running,
             bucket: None,
             says: "progress 7 s ago (manifest)",
+        },
+        Row {
+            name: "a stopped lock holder (Ctrl-Z) is alive, and said to be stopped",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(match holder(Liveness::Alive, 3600.0) {
+                    Reading::Found(h) => Reading::Found(LockHolder { stopped: true, ..h }),
+                    other => other,
+                }),
+                ..alive(10.0, 10.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "lock held by pid 4242, alive and stopped (state T",
+        },
+        Row {
+            name: "a stopped holder with no progress past stall_sec is a stall, still stopped",
+            job: process_job(),
+            evidence: scanned(400.0, Reading::Found(vec![matched(5150, true)])),
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "alive and stopped (state T: Ctrl-Z or SIGSTOP",
+        },
+        Row {
+            name: "one process matches process.cmdline: it is the holder",
+            job: process_job(),
+            evidence: scanned(5.0, Reading::Found(vec![matched(5150, false)])),
+            state: State::Running,
+            bucket: None,
+            says: "process 5150 ('python3 train.py --epochs 90'), alive; progress 5 s ago",
+        },
+        Row {
+            name: "a stopped lock-less job is alive and stopped, not SHOULD_BE_RUNNING",
+            job: process_job(),
+            evidence: scanned(120.0, Reading::Found(vec![matched(5150, true)])),
+            state: State::Running,
+            bucket: None,
+            says: "alive and stopped",
+        },
+        Row {
+            name: "several processes match process.cmdline: unknown, naming them",
+            job: process_job(),
+            evidence: scanned(
+                5.0,
+                Reading::Found(vec![matched(5150, false), matched(5151, true)]),
+            ),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "2 processes match process.cmdline, liveness unknown: pid 5150 ('python3 \
+                   train.py --epochs 90'), pid 5151 ('python3 train.py --epochs 90', stopped)",
+        },
+        Row {
+            name: "no process matches process.cmdline: not held, resource_free holds",
+            job: process_job(),
+            evidence: scanned(5.0, Reading::Empty),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "resource_free (no process matches process.cmdline)",
+        },
+        Row {
+            name: "the process scan could not tell: unknown, never SHOULD_BE_RUNNING",
+            job: process_job(),
+            evidence: scanned(5.0, Reading::Fault("cannot list '/proc': EIO".into())),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot list '/proc'",
+        },
+        Row {
+            name: "no process matches yet, but 'mihari run' holds the lock it keeps: running",
+            job: process_job(),
+            evidence: Evidence {
+                kept_lock: Some(holder(Liveness::Alive, 3.0)),
+                ..scanned(5.0, Reading::Empty)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "'mihari run' pid 4242 (the run lock mihari keeps), alive",
+        },
+        Row {
+            name: "a stale lock beside a live matching process: running, never restarted twice",
+            job: JobSpec {
+                lock: Some("/run/train.lock".into()),
+                kept_lock: None,
+                ..process_job()
+            },
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                ..scanned(5.0, Reading::Found(vec![matched(5150, false)]))
+            },
+            state: State::Running,
+            bucket: None,
+            says: "process 5150",
+        },
+        Row {
+            name: "an empty lock flock'ed by a live process: running, by that process",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(flocked_empty()),
+                ..alive(10.0, 10.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "lock held by pid 4300, alive; progress 10 s ago",
+        },
+        Row {
+            name: "an empty lock nobody locks: not held (never unknown)",
+            job: resource_job.clone(),
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                resource_lock: Some(Reading::Empty),
+                ..alive(500.0, 500.0)
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "resource_free (no lock held)",
+        },
+        Row {
+            name: "a lock written in another boot is dead",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(Reading::Found(LockHolder {
+                    liveness: Liveness::Dead,
+                    why: "written in another boot (the lock's boot id 'aa', this boot's 'bb'): \
+                          pid 4242 ended with that boot"
+                        .into(),
+                    started_at: None,
+                    start_ticks: None,
+                    ..match holder(Liveness::Alive, 100.0) {
+                        Reading::Found(h) => h,
+                        _ => unreachable!(),
+                    }
+                })),
+                ..alive(1.0, 1.0)
+            },
+            state: State::DeadLockStale,
+            bucket: Some(Bucket::Restart),
+            says: "process gone: written in another boot",
         },
     ]
 }

@@ -829,6 +829,7 @@ proptest! {
         let holder = judge_lock(
             &text,
             modified,
+            Some("1c2d3e4f-0000-4000-8000-00000000aaaa"),
             |pid| {
                 looked_up.set(Some(pid));
                 answer

@@ -45,6 +45,8 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         progress_file: Some(PathBuf::from(format!("/data/{id}.jsonl"))),
         progress_table: None,
         manifest: None,
+        process: None,
+        kept_lock: None,
         stall_sec: 300,
         expected_total: Some(5121),
         should_run_when: vec![Predicate::NotComplete],
@@ -78,6 +80,7 @@ fn holder(pid: u32, liveness: Liveness, why: &str) -> Option<Reading<LockHolder>
         why: why.into(),
         started_at: (liveness == Liveness::Alive).then(|| ago(3600)),
         start_ticks: (liveness == Liveness::Alive).then_some(1000),
+        stopped: false,
     }))
 }
 

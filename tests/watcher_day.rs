@@ -36,6 +36,8 @@ fn job(i: usize) -> JobSpec {
         progress_file: Some(PathBuf::from(format!("/data/j{i:02}.jsonl"))),
         progress_table: None,
         manifest: None,
+        process: None,
+        kept_lock: None,
         stall_sec: 900,
         expected_total: Some(1000),
         should_run_when: vec![Predicate::NotComplete],
@@ -69,6 +71,7 @@ fn holder(liveness: Liveness, started: DateTime<Utc>) -> Option<Reading<LockHold
         },
         started_at: (liveness == Liveness::Alive).then_some(started),
         start_ticks: (liveness == Liveness::Alive).then_some(1),
+        stopped: false,
     }))
 }
 

@@ -49,6 +49,21 @@ impl Holders {
         Ok((pid, ticks))
     }
 
+    /// Starts `sleep SECONDS` with an argv of the caller's choosing (a process found by its
+    /// command line) and returns its PID, without waiting for its stat.
+    pub fn spawn_sleep(&mut self, seconds: &str) -> Result<u32, String> {
+        let child = Command::new("sleep")
+            .arg(seconds)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start sleep: {e}"))?;
+        let pid = child.id();
+        self.children.push(child);
+        Ok(pid)
+    }
+
     /// SIGKILLs the holder `pid` and reaps it; returns how long the kernel took to let the
     /// bench reap it (the floor of "a process died").
     pub fn kill(&mut self, pid: u32) -> Result<Duration, String> {

@@ -48,7 +48,8 @@ pub struct Settings {
 pub enum Predicate {
     /// done < expected_total.
     NotComplete,
-    /// No live process holds `resource_lock` (default: `lock`).
+    /// No live process holds `resource_lock` (default: `lock`; for a job declared by
+    /// `process` alone: no matching process lives).
     ResourceFree,
 }
 
@@ -75,6 +76,13 @@ pub struct JobSpec {
     pub progress_file: Option<PathBuf>,
     pub progress_table: Option<ProgressTable>,
     pub manifest: Option<PathBuf>,
+    /// The holder found by its command line, for a job started elsewhere (a tmux pane,
+    /// nohup) that writes no lock.
+    pub process: Option<ProcessSpec>,
+    /// The lock `mihari run` takes for a job declared by `process` alone:
+    /// `state_dir/<id>.run.lock`, so two runs of it can never overlap. `None` when the job
+    /// declares `lock` (that is the one taken) or no `process`.
+    pub kept_lock: Option<PathBuf>,
     /// Progress older than this while alive is STALLED. Default 300.
     pub stall_sec: u64,
     pub expected_total: Option<u64>,
@@ -101,6 +109,12 @@ impl JobSpec {
         self.workspace
             .as_deref()
             .or_else(|| self.restart.as_ref().and_then(|r| r.cwd.as_deref()))
+    }
+
+    /// The lock `mihari run` takes and a restart is verified against: `lock`, else the one
+    /// mihari keeps in state_dir for a job declared by `process` alone.
+    pub fn run_lock(&self) -> Option<&Path> {
+        self.lock.as_deref().or(self.kept_lock.as_deref())
     }
 
     /// Whether the job has a source that counts done items.
@@ -207,6 +221,36 @@ impl TimeZoneName {
         match self {
             TimeZoneName::Local => "local",
             TimeZoneName::Utc => "utc",
+        }
+    }
+}
+
+/// `process:` — the processes that are the job, found by their command line in one scan of
+/// `/proc` per pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessSpec {
+    /// A regular expression over the argv joined by spaces; it compiled when the file was
+    /// loaded. Unanchored, as `pgrep -f`: start it with '^' to keep a shell that runs the
+    /// command (`sh -c 'python3 train.py'`) from matching too.
+    pub cmdline: String,
+    /// Only this user's processes (by effective uid, as `pgrep -u`).
+    pub user: Option<ProcessUser>,
+}
+
+/// `process.user`: a name (looked up when the processes are scanned) or a uid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ProcessUser {
+    Name(String),
+    Uid(u32),
+}
+
+impl ProcessUser {
+    /// As the operator wrote it.
+    pub fn shown(&self) -> String {
+        match self {
+            ProcessUser::Name(name) => name.clone(),
+            ProcessUser::Uid(uid) => uid.to_string(),
         }
     }
 }

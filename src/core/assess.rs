@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::evidence::{
-    Carried, CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, PendingApproval, Reading,
+    Carried, CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, MatchedProcess,
+    PendingApproval, Reading,
 };
 use crate::config::{JobSpec, Predicate};
 
@@ -150,10 +151,8 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     let started_before = has_started_before(evidence);
     let mut reasons = Vec::new();
 
-    let holder = match &evidence.lock {
-        Some(Reading::Found(holder)) => Some(holder),
-        _ => None,
-    };
+    let held = holder_of(evidence);
+    let holder = held.as_ref().map(|held| &held.holder);
     let holder_started = holder
         .filter(|h| h.liveness == Liveness::Alive)
         .and_then(|h| h.started_at);
@@ -173,9 +172,19 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
             "lock: fault: {error}; cannot tell whether a holder is alive"
         ));
         State::Unknown
-    } else if let Some(holder) = holder {
-        judge_holder(job, holder, age_sec, &progress, &mut reasons)
-    } else if let Some((age, source)) = age_sec.filter(|_| job.lock.is_none())
+    } else if let Some(held) = &held {
+        let state = judge_holder(
+            job,
+            &held.holder,
+            &held.who,
+            age_sec,
+            &progress,
+            &mut reasons,
+        );
+        reasons.extend(held.notes.iter().cloned());
+        state
+    } else if let Some((age, source)) =
+        age_sec.filter(|_| job.lock.is_none() && job.process.is_none())
         && age <= job.stall_sec as f64
     {
         reasons.push(format!(
@@ -242,9 +251,9 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         _ => None,
     };
 
-    let liveness = match &evidence.lock {
-        Some(Reading::Found(holder)) => Some(holder.liveness),
-        Some(Reading::Fault(_)) => Some(Liveness::Unknown),
+    let liveness = match (&evidence.lock, holder) {
+        (Some(Reading::Fault(_)), _) => Some(Liveness::Unknown),
+        (_, Some(holder)) => Some(holder.liveness),
         _ => None,
     };
 
@@ -266,18 +275,169 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     }
 }
 
-/// The state of a job whose lock file exists.
+/// Who holds a job, from every source that can say (SPEC §4 `holds`): the lock file (with a
+/// PID, or flock'ed), the process matching `process.cmdline`, or the lock mihari keeps while
+/// `mihari run` supervises a job declared by `process` alone.
+struct Held {
+    holder: LockHolder,
+    /// The holder in the reasons' words: "lock held by pid 4242", "process 4242 (matches
+    /// process.cmdline)".
+    who: String,
+    /// What the other sources said, when they disagree with the one that decides.
+    notes: Vec<String>,
+}
+
+/// The holder that decides the state. A live holder wins over a dead or unknown one (a
+/// stale lock file beside a live matching process is no reason to restart it a second time);
+/// an unknown one wins over a dead one (unknown is never rounded to dead).
+fn holder_of(evidence: &Evidence) -> Option<Held> {
+    let lock = match &evidence.lock {
+        Some(Reading::Found(holder)) => Some(Held {
+            who: match holder.pid {
+                Some(pid) => format!("lock held by pid {pid}"),
+                None => "lock file exists".to_string(),
+            },
+            holder: holder.clone(),
+            // The file names no PID: say how the holder was found.
+            notes: if holder.liveness == Liveness::Alive
+                && holder.why.starts_with(super::evidence::EMPTY_LOCK_WORDS)
+            {
+                vec![holder.why.clone()]
+            } else {
+                Vec::new()
+            },
+        }),
+        _ => None,
+    };
+    let process = process_holder(evidence);
+    match (lock, process) {
+        (Some(lock), _) if lock.holder.liveness == Liveness::Alive => Some(lock),
+        (Some(lock), Some(mut process))
+            if process.holder.liveness == Liveness::Alive
+                || (process.holder.liveness == Liveness::Unknown
+                    && lock.holder.liveness == Liveness::Dead) =>
+        {
+            process.notes.push(format!(
+                "{}, {}: {}",
+                lock.who,
+                lock.holder.liveness.as_str(),
+                lock.holder.why
+            ));
+            Some(process)
+        }
+        (Some(lock), _) => Some(lock),
+        (None, process) => process,
+    }
+}
+
+/// The holder the process scan (and the lock mihari keeps for such a job) says: one match is
+/// the holder, several are unknown, none is nobody — unless `mihari run` is supervising it.
+fn process_holder(evidence: &Evidence) -> Option<Held> {
+    let synthesized = |pid, liveness, why: String| LockHolder {
+        pid,
+        recorded_start: None,
+        cmdline: None,
+        run_id: None,
+        modified: DateTime::UNIX_EPOCH,
+        liveness,
+        why,
+        started_at: None,
+        start_ticks: None,
+        stopped: false,
+    };
+    match evidence.process.as_ref()? {
+        Reading::Found(matches) if matches.len() == 1 => {
+            let found: &MatchedProcess = &matches[0];
+            let mut holder = synthesized(
+                Some(found.pid),
+                Liveness::Alive,
+                format!(
+                    "process {} ('{}') matches process.cmdline",
+                    found.pid, found.cmdline
+                ),
+            );
+            holder.cmdline = Some(found.cmdline.clone());
+            holder.started_at = found.started_at;
+            holder.start_ticks = Some(found.start_ticks);
+            holder.stopped = found.stopped;
+            Some(Held {
+                who: format!("process {} ('{}')", found.pid, found.cmdline),
+                holder,
+                notes: Vec::new(),
+            })
+        }
+        Reading::Found(matches) => {
+            let named: Vec<String> = matches
+                .iter()
+                .take(5)
+                .map(|m| {
+                    let stopped = if m.stopped { ", stopped" } else { "" };
+                    format!("pid {} ('{}'{stopped})", m.pid, m.cmdline)
+                })
+                .collect();
+            let more = match matches.len() {
+                0..=5 => String::new(),
+                n => format!(" and {} more", n - 5),
+            };
+            Some(Held {
+                who: format!("{} processes match process.cmdline", matches.len()),
+                holder: synthesized(
+                    None,
+                    Liveness::Unknown,
+                    format!(
+                        "{}{more}: cannot tell which is the job; narrow process.cmdline \
+                         (anchor it with '^', name more of its arguments) or add process.user \
+                         so that one process matches",
+                        named.join(", ")
+                    ),
+                ),
+                notes: Vec::new(),
+            })
+        }
+        Reading::Fault(error) => Some(Held {
+            who: "process".to_string(),
+            holder: synthesized(None, Liveness::Unknown, format!("fault: {error}")),
+            notes: Vec::new(),
+        }),
+        Reading::Empty => match &evidence.kept_lock {
+            Some(Reading::Found(kept)) if kept.liveness != Liveness::Dead => Some(Held {
+                who: match kept.pid {
+                    Some(pid) => format!("'mihari run' pid {pid} (the run lock mihari keeps)"),
+                    None => "the run lock mihari keeps".to_string(),
+                },
+                holder: kept.clone(),
+                notes: vec!["no process matches process.cmdline yet".to_string()],
+            }),
+            Some(Reading::Fault(error)) => Some(Held {
+                who: "the run lock mihari keeps".to_string(),
+                holder: synthesized(None, Liveness::Unknown, format!("fault: {error}")),
+                notes: Vec::new(),
+            }),
+            _ => None,
+        },
+    }
+}
+
+/// " and stopped (state 'T': Ctrl-Z or SIGSTOP; it goes on after SIGCONT)" for a stopped
+/// holder, else nothing.
+fn stopped_words(holder: &LockHolder) -> &'static str {
+    if holder.stopped {
+        " and stopped (state T: Ctrl-Z or SIGSTOP; it goes on after SIGCONT, fg or kill -CONT)"
+    } else {
+        ""
+    }
+}
+
+/// The state of a job whose holder is known: its lock file exists, or a process matches.
 fn judge_holder(
     job: &JobSpec,
     holder: &LockHolder,
+    who: &str,
     age_sec: Option<(f64, ProgressSource)>,
     progress: &Progress,
     reasons: &mut Vec<String>,
 ) -> State {
-    let who = match holder.pid {
-        Some(pid) => format!("lock held by pid {pid}"),
-        None => "lock file exists".to_string(),
-    };
+    let stopped = stopped_words(holder);
     match holder.liveness {
         Liveness::Dead => {
             reasons.push(format!("{who}, process gone: {}", holder.why));
@@ -294,7 +454,8 @@ fn judge_holder(
             Some((age, source)) if age > job.stall_sec as f64 => {
                 if progress.faults.is_empty() && progress.missing.is_none() {
                     reasons.push(format!(
-                        "{who}, alive, but no progress for {} (freshest: {}; stall_sec {})",
+                        "{who}, alive{stopped}, but no progress for {} (freshest: {}; \
+                         stall_sec {})",
                         fmt_secs(age),
                         source.as_str(),
                         job.stall_sec
@@ -312,8 +473,8 @@ fn judge_holder(
                 } else {
                     let faulty: Vec<&str> = progress.faults.iter().map(|(s, _)| *s).collect();
                     reasons.push(format!(
-                        "{who}, alive; no progress seen for {} (stall_sec {}), but {} could not \
-                         be read: cannot tell a stall from a read failure",
+                        "{who}, alive{stopped}; no progress seen for {} (stall_sec {}), but {} \
+                         could not be read: cannot tell a stall from a read failure",
                         fmt_secs(age),
                         job.stall_sec,
                         faulty.join(" and ")
@@ -323,14 +484,14 @@ fn judge_holder(
             }
             Some((age, source)) => {
                 reasons.push(format!(
-                    "{who}, alive; progress {} ago ({})",
+                    "{who}, alive{stopped}; progress {} ago ({})",
                     fmt_secs(age),
                     source.as_str()
                 ));
                 State::Running
             }
             None => {
-                reasons.push(format!("{who}, alive; no progress recorded yet"));
+                reasons.push(format!("{who}, alive{stopped}; no progress recorded yet"));
                 State::Running
             }
         },
@@ -408,6 +569,16 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
                 }
             }
         },
+        Predicate::ResourceFree if job.resource_lock.is_none() && job.lock.is_none() => {
+            // Declared by `process` alone: free when no matching process lives.
+            match process_holder(evidence) {
+                None => Verdict::Holds("no process matches process.cmdline".to_string()),
+                Some(held) => match held.holder.liveness {
+                    Liveness::Alive => Verdict::Fails(format!("{} holds it, alive", held.who)),
+                    _ => Verdict::Undecidable(format!("{}: {}", held.who, held.holder.why)),
+                },
+            }
+        }
         Predicate::ResourceFree => {
             let reading = evidence.resource_lock.as_ref().or(evidence.lock.as_ref());
             match reading {

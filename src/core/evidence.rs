@@ -168,6 +168,30 @@ pub struct LockHolder {
     /// The alive holder's start time in clock ticks, from `/proc`: with the PID, its identity
     /// (used to wait on exactly this process, never on a successor with the same PID).
     pub start_ticks: Option<u64>,
+    /// The alive holder is stopped (state T or t: Ctrl-Z, SIGSTOP, a debugger): it holds the
+    /// lock and is alive, but makes no progress until it is continued.
+    pub stopped: bool,
+}
+
+/// How the `why` of a holder found through the locks on an empty lock file begins (util-linux
+/// `flock(1)` writes no PID): the reasons show it, for a PID the file itself does not name.
+pub const EMPTY_LOCK_WORDS: &str = "the lock file is empty";
+
+/// A live process whose command line matches a job's `process.cmdline` (and `user`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatchedProcess {
+    pub pid: u32,
+    /// With the PID, its identity: field 22 of `/proc/<pid>/stat`.
+    pub start_ticks: u64,
+    /// Wall-clock start, when the clocks could be read.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Stopped (state T or t: Ctrl-Z, SIGSTOP, a debugger): alive, but no progress until
+    /// SIGCONT.
+    pub stopped: bool,
+    /// Field 3 of its stat line.
+    pub state: char,
+    /// Its argv joined by spaces, cut to 80 characters, inert.
+    pub cmdline: String,
 }
 
 /// The outcome of one check, in layers: a fault or a refusal is never a pass.
@@ -221,6 +245,12 @@ pub struct Evidence {
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
     pub manifest: Option<Reading<ManifestReading>>,
+    /// The processes matching `process.cmdline`, from the pass's one scan of `/proc`: found
+    /// (one or several), empty (none), or a fault (the scan could not tell).
+    pub process: Option<Reading<Vec<MatchedProcess>>>,
+    /// The lock mihari keeps for a job declared by `process` alone, held by `mihari run`
+    /// while it supervises the job.
+    pub kept_lock: Option<Reading<LockHolder>>,
     /// `None` until the job has sent a heartbeat (heartbeats are not declared in the file).
     pub heartbeat: Option<Reading<HeartbeatReading>>,
     pub checks: Vec<CheckOutcome>,

@@ -19,6 +19,6 @@ pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;
 pub use evidence::{
     CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
-    LockHolder, ManifestReading, PendingApproval, Reading, TableReading,
+    LockHolder, ManifestReading, MatchedProcess, PendingApproval, Reading, TableReading,
 };
 pub use order::{ActionList, order, order_with_rules};

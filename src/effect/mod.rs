@@ -312,7 +312,7 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
         );
     }
     fault_pause("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS");
-    let lock = job.lock.clone();
+    let lock = job.run_lock().map(Path::to_path_buf);
     // The verdict on the spawn: the lock held by the new process, or — for a job that finishes
     // in a moment, before the lock was looked at — its run's own record of taking it.
     let verdict = match spawn::verify(child, lock.as_deref(), GRACE) {

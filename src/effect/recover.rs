@@ -241,7 +241,7 @@ fn holds_lock(claim: &Claim, config: &Config) -> Option<u32> {
         .jobs
         .iter()
         .find(|j| j.id == claim.job)
-        .and_then(|j| j.lock.as_deref())?;
+        .and_then(|j| j.run_lock())?;
     let Reading::Found(holder) = read_lock(lock) else {
         return None;
     };

@@ -3,10 +3,15 @@
 //! This file owns the whole life of one supervised run: taking the job's lock with
 //! `flock(LOCK_EX | LOCK_NB)` (so two runs of one job can never overlap), writing the JSON
 //! lock that the probes judge (`pid` and `start_time` of this process, field 22 of
-//! `/proc/self/stat`), starting the command in its own process group with its output appended
-//! to the job's log, forwarding SIGTERM, SIGINT and SIGHUP to that group, recording
-//! `started`, `exited`, `failed` or `duplicate` in the event log, and removing the lock when
-//! the job is over — only while the lock still names this process. The log and the lock are
+//! `/proc/self/stat`, and this boot's `boot_id`), starting the command in its own process
+//! group with its output appended to the job's log, forwarding SIGTERM, SIGINT and SIGHUP to
+//! the job's whole tree, recording `started`, `exited`, `failed` or `duplicate` in the event
+//! log, and removing the lock when the job is over — only while the lock still names this
+//! process. "Over" means the last process of the job's tree has exited, not only the command
+//! it started: `mihari run` is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a daemon a
+//! launcher left behind, or a worker whose shell was killed, becomes its child, is waited
+//! for, and keeps the lock held — no twin can start beside it. A job declared by `process`
+//! alone runs under a lock mihari keeps in `state_dir` (`<id>.run.lock`). The log and the lock are
 //! opened only through [`crate::probe::safe_open`], the log first: a link, a named pipe or a
 //! folder someone else can change at either path refuses the run (exit 73) before the job
 //! starts, the lock is written or anything is recorded. The job matters more than the
@@ -26,7 +31,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, Flock, FlockArg, fcntl};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -68,6 +74,8 @@ pub struct Plan {
     /// `restart.env`, added to mihari's own environment.
     pub env: BTreeMap<String, String>,
     pub lock: PathBuf,
+    /// How the lock is opened: a job's own `lock`, or the one mihari keeps in state_dir.
+    pub lock_role: Role,
     /// Where stdout and stderr are appended; `None` inherits mihari's own.
     pub log: Option<PathBuf>,
     pub route: Option<String>,
@@ -89,10 +97,16 @@ pub fn plan(
     now: DateTime<Utc>,
 ) -> Result<Plan, String> {
     let job = find_job(config, job_id)?;
-    let Some(lock) = job.lock.clone() else {
+    let lock_role = if job.lock.is_some() {
+        Role::Lock
+    } else {
+        Role::KeptLock
+    };
+    let Some(lock) = job.run_lock().map(Path::to_path_buf) else {
         return Err(format!(
-            "job '{}' declares no 'lock': add `lock: /path/to/{}.lock` to it in '{}' so two \
-             runs can never overlap",
+            "job '{}' declares no 'lock': add `lock: /path/to/{}.lock` (or `process: \
+             {{cmdline: '...'}}`, and mihari keeps a lock for it) to it in '{}' so two runs can \
+             never overlap",
             job.id,
             job.id,
             config.source.display()
@@ -158,6 +172,7 @@ pub fn plan(
         cwd,
         env: restart.map(|r| r.env.clone()).unwrap_or_default(),
         lock,
+        lock_role,
         log: job.log.clone(),
         route: route.map(str::to_string),
         run_id,
@@ -200,14 +215,23 @@ fn checked_run_id(given: &str) -> Result<String, String> {
     }
 }
 
-/// The JSON written into the lock: who holds it (this process, by PID and start time), what
-/// it runs, and for which run.
-pub fn lock_json(pid: u32, start_time: Option<u64>, argv: &[String], run_id: &str) -> String {
+/// The JSON written into the lock: who holds it (this process, by PID and start time, in
+/// this boot), what it runs, and for which run.
+pub fn lock_json(
+    pid: u32,
+    start_time: Option<u64>,
+    boot_id: Option<&str>,
+    argv: &[String],
+    run_id: &str,
+) -> String {
     let cmdline: Vec<String> = argv.iter().map(|word| inert(word)).collect();
     let mut fields = serde_json::Map::new();
     fields.insert("pid".into(), pid.into());
     if let Some(ticks) = start_time {
         fields.insert("start_time".into(), ticks.into());
+    }
+    if let Some(boot_id) = boot_id {
+        fields.insert("boot_id".into(), boot_id.into());
     }
     fields.insert("cmdline".into(), cmdline.join(" ").into());
     fields.insert("run_id".into(), run_id.into());
@@ -313,7 +337,23 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
         },
         None => None,
     };
-    let lock = match acquire(&plan.lock) {
+    if plan.lock_role == Role::KeptLock
+        && let Err(error) = make_state_dir(&plan.lock)
+    {
+        let _ = writeln!(record.err, "mihari: cannot run job '{}': {error}", plan.job);
+        return EXIT_CANNOT_CREATE;
+    }
+    // A subreaper before anything is spawned: whatever the job leaves behind when its own
+    // process exits becomes ours to wait for, not init's.
+    if let Err(errno) = nix::sys::prctl::set_child_subreaper(true) {
+        let _ = writeln!(
+            record.err,
+            "mihari: cannot become the job's subreaper (prctl PR_SET_CHILD_SUBREAPER: {errno}): \
+             the lock would go while the job's processes still run"
+        );
+        return EXIT_OS_ERROR;
+    }
+    let lock = match acquire(&plan.lock, plan.lock_role) {
         Acquired::Held(lock) => lock,
         Acquired::Busy(holder) => {
             let _ = writeln!(
@@ -337,6 +377,7 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
     let content = lock_json(
         pid,
         crate::probe::proc::self_start_ticks(),
+        crate::probe::lock::this_boot_id().as_deref(),
         &plan.argv,
         &plan.run_id,
     );
@@ -379,10 +420,20 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
             return code;
         }
     };
-    let status = runtime.block_on(supervise(child, signals));
-    match status {
-        Ok(status) => {
-            let (reason, code) = describe_exit(status);
+    let job_pid = child.id();
+    // The child is waited for below, with every process its tree leaves behind; the handle
+    // only held its PID.
+    drop(child);
+    let ended = runtime.block_on(supervise(job_pid, signals, &plan.job, record.err));
+    match ended {
+        Ok(Ended { status, last_left }) => {
+            let (mut reason, code) = describe_exit(status);
+            if let Some(after) = last_left {
+                reason.push_str(&format!(
+                    "; the last process of its tree left {:.1} s after it",
+                    after.as_secs_f64()
+                ));
+            }
             record.append(event(Kind::Exited).reason(reason));
             lock.release(pid, record.err);
             code
@@ -407,7 +458,7 @@ fn prepare(
     plan: &Plan,
     lock: &HeldLock,
     log: Option<File>,
-) -> Result<tokio::process::Command, (String, u8, String)> {
+) -> Result<std::process::Command, (String, u8, String)> {
     match fs::metadata(&plan.cwd) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -434,7 +485,8 @@ fn prepare(
             ));
         }
     }
-    let mut command = tokio::process::Command::new(&plan.argv[0]);
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(&plan.argv[0]);
     command
         .args(&plan.argv[1..])
         .current_dir(&plan.cwd)
@@ -486,11 +538,13 @@ fn spawn_failure(error: &io::Error) -> (String, u8) {
     }
 }
 
-/// The signals `mihari run` forwards to the job's process group.
+/// The signals `mihari run` forwards to the job's tree, and SIGCHLD, which says a process of
+/// the tree has exited and is to be reaped.
 struct Forwarded {
     terminate: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
+    child: tokio::signal::unix::Signal,
 }
 
 impl Forwarded {
@@ -501,31 +555,138 @@ impl Forwarded {
             terminate: signal(SignalKind::terminate())?,
             interrupt: signal(SignalKind::interrupt())?,
             hangup: signal(SignalKind::hangup())?,
+            child: signal(SignalKind::child())?,
         })
     }
 }
 
-/// Waits for the job, forwarding every SIGTERM, SIGINT and SIGHUP to its process group until
-/// it has exited. Nothing polls: the task sleeps until a signal or the child's exit.
+/// How a job's tree ended: its own command's status, and how long the last process it left
+/// behind outlived it (`None` when nothing did).
+struct Ended {
+    status: ExitStatus,
+    last_left: Option<Duration>,
+}
+
+/// Waits for the job's whole tree: the command `job` started and every process that becomes
+/// this subreaper's child when its parent dies, reaping each until none is left (ECHILD).
+/// Every SIGTERM, SIGINT and SIGHUP goes to the job's process group and to every descendant
+/// that left it (`setsid`), found in `/proc` by parent PID. Nothing polls: the task sleeps
+/// until a signal arrives or a child exits.
 async fn supervise(
-    mut child: tokio::process::Child,
+    job: u32,
     mut signals: Forwarded,
-) -> io::Result<ExitStatus> {
-    // The group id is the child's PID (process_group(0)). It stays reserved until the child
-    // is reaped, which only `wait` below does, so the signal can never reach a stranger.
-    let group = child.id().and_then(|id| i32::try_from(id).ok());
+    job_id: &str,
+    err: &mut impl Write,
+) -> io::Result<Ended> {
+    // The job's own status, when it was reaped, and whether processes of its tree outlived it.
+    let mut own: Option<(ExitStatus, std::time::Instant, bool)> = None;
     loop {
+        // Reap whatever has exited; SIGCHLD is coalesced, so drain until nothing is waiting.
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(status) => {
+                    if status.pid().map(Pid::as_raw) == i32::try_from(job).ok()
+                        && let Some(exit) = exit_status(status)
+                    {
+                        let left = crate::probe::procscan::descendants_of(std::process::id());
+                        own = Some((exit, std::time::Instant::now(), !left.is_empty()));
+                        if !left.is_empty() {
+                            let pids: Vec<String> = left
+                                .iter()
+                                .take(5)
+                                .map(|(pid, _)| pid.to_string())
+                                .collect();
+                            let _ = writeln!(
+                                err,
+                                "mihari: job '{job_id}' exited ({}), but {} process{} it \
+                                 started still run{} (pid {}): the lock stays held until the \
+                                 last has exited",
+                                describe_exit(exit).0,
+                                left.len(),
+                                if left.len() == 1 { "" } else { "es" },
+                                if left.len() == 1 { "s" } else { "" },
+                                pids.join(", ")
+                            );
+                        }
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => {
+                    return match own {
+                        Some((status, at, outlived)) => Ok(Ended {
+                            status,
+                            last_left: outlived.then(|| at.elapsed()),
+                        }),
+                        None => Err(io::Error::other("the job's process vanished unreaped")),
+                    };
+                }
+                Err(errno) => return Err(io::Error::from(errno)),
+            }
+        }
         let forward = tokio::select! {
-            status = child.wait() => return status,
+            Some(()) = signals.child.recv() => continue,
             Some(()) = signals.terminate.recv() => Signal::SIGTERM,
             Some(()) = signals.interrupt.recv() => Signal::SIGINT,
             Some(()) = signals.hangup.recv() => Signal::SIGHUP,
         };
-        if let Some(group) = group {
-            // ESRCH: the group has just emptied; the wait above will say how it ended.
-            let _ = killpg(Pid::from_raw(group), forward);
+        // The group id is the job's PID (process_group(0)); it cannot name a stranger while
+        // the job is unreaped. Once it is reaped, each process is signalled on its own.
+        let group = own.is_none().then(|| i32::try_from(job).ok()).flatten();
+        signal_tree(forward, group);
+    }
+}
+
+/// Sends `signal` to the job's group (while its leader is unreaped) and to every descendant of
+/// this process outside that group: the daemon a launcher started in its own session too.
+fn signal_tree(signal: Signal, group: Option<i32>) {
+    if let Some(group) = group {
+        // ESRCH: the group has just emptied; the wait says how it ended.
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
+    for (pid, pgrp) in crate::probe::procscan::descendants_of(std::process::id()) {
+        if group.is_some_and(|g| i32::try_from(pgrp).ok() == Some(g)) {
+            continue;
+        }
+        if let Ok(pid) = i32::try_from(pid)
+            && pid > 0
+        {
+            let _ = kill(Pid::from_raw(pid), signal);
         }
     }
+}
+
+/// A reaped child's status as the standard library spells it (for [`describe_exit`]).
+fn exit_status(status: WaitStatus) -> Option<ExitStatus> {
+    match status {
+        WaitStatus::Exited(_, code) => Some(ExitStatus::from_raw((code & 0xff) << 8)),
+        WaitStatus::Signaled(_, signal, core) => Some(ExitStatus::from_raw(
+            signal as i32 | if core { 0x80 } else { 0 },
+        )),
+        _ => None,
+    }
+}
+
+/// Makes the folder of the lock mihari keeps (state_dir), private, when it is missing.
+fn make_state_dir(lock: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(folder) = lock.parent() else {
+        return Ok(());
+    };
+    if folder.is_dir() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(folder)
+        .map_err(|error| {
+            format!(
+                "cannot create the state folder '{}' for its run lock: {error}; set \
+                 settings.state_dir to a folder mihari can write",
+                folder.display()
+            )
+        })
 }
 
 /// The outcome of trying to take a job's lock.
@@ -581,8 +742,8 @@ struct HeldLock {
 /// previous holder may have unlinked it: the lock we got is then on a file nobody else will
 /// ever open. The name is checked to still name the very file we locked; if not, we retry
 /// with the new one.
-fn acquire(path: &Path) -> Acquired {
-    let entry = match safe_open::locate(path, Role::Lock, Purpose::Write) {
+fn acquire(path: &Path, role: Role) -> Acquired {
+    let entry = match safe_open::locate(path, role, Purpose::Write) {
         Ok(entry) => entry,
         Err(OpenError::Refused(why)) => return Acquired::Error(why),
         Err(OpenError::Missing) => {
@@ -799,13 +960,23 @@ jobs:
     #[test]
     fn lock_json_is_what_parse_lock_reads() {
         let argv = vec!["python3".to_string(), "job\u{1b}[2J.py".to_string()];
-        let text = lock_json(4242, Some(98765), &argv, "run-1");
+        let text = lock_json(
+            4242,
+            Some(98765),
+            Some("0b6c2b1e-7a2d-4c1e-9f3a-5d0e8c7b6a59"),
+            &argv,
+            "run-1",
+        );
         let content = parse_lock(&text).expect("parses");
         assert_eq!(content.pid, 4242);
         assert_eq!(content.start_time, Some(98765));
         assert_eq!(content.cmdline.as_deref(), Some("python3 job.py"));
         assert_eq!(content.run_id.as_deref(), Some("run-1"));
-        let without = lock_json(7, None, &argv, "r");
+        assert_eq!(
+            content.boot_id.as_deref(),
+            Some("0b6c2b1e-7a2d-4c1e-9f3a-5d0e8c7b6a59")
+        );
+        let without = lock_json(7, None, None, &argv, "r");
         assert_eq!(parse_lock(&without).expect("parses").start_time, None);
     }
 

@@ -1,7 +1,7 @@
 //! The machine watcher's lock: one watcher per state_dir.
 //!
 //! The lock is `state_dir/watch.lock`, held with an exclusive `flock` for the watcher's whole
-//! life and holding JSON with its PID and start time (field 22 of `/proc/self/stat`), so the
+//! life and holding JSON with its PID, start time (field 22 of `/proc/self/stat`) and boot id, so the
 //! dashboard can tell a live watcher from a dead one and a reused PID from the same process.
 //! A lock left by a watcher that died (or whose PID was reused) is taken over, and the caller
 //! records the takeover; a live holder makes the newcomer step aside, named. The file is
@@ -132,11 +132,15 @@ fn take(mut flock: Flock<File>, entry: Entry, previous: &str) -> Result<Acquired
         }
         Err(_) => None,
     };
-    let content = serde_json::json!({
+    let mut content = serde_json::json!({
         "pid": std::process::id(),
         "start_time": crate::probe::proc::self_start_ticks().unwrap_or(0),
         "cmdline": "mihari watch",
     });
+    // A watch lock left by a watcher of another boot is dead however its PID is reused now.
+    if let Some(boot_id) = crate::probe::lock::this_boot_id() {
+        content["boot_id"] = boot_id.into();
+    }
     let file: &mut File = &mut flock;
     file.set_len(0)
         .and_then(|()| file.rewind())

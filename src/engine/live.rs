@@ -19,6 +19,9 @@ use crate::config::Config;
 
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: Duration = Duration::seconds(5);
+/// How often the jobs found by their command line are looked for again: a process that
+/// starts makes no file event. Their exits are waited on like any holder's.
+const PROCESS_POLL: Duration = Duration::seconds(5);
 /// How often everything is gathered again while some folder cannot be watched (the inotify
 /// watch limit): the fallback is polling, never silence.
 const FOLDER_POLL: Duration = Duration::seconds(2);
@@ -82,6 +85,9 @@ pub struct Live {
     pub unwatched: Vec<(PathBuf, String)>,
     /// While some folder is unwatched: when everything is gathered again.
     next_folder_poll: Option<DateTime<Utc>>,
+    /// The jobs declared by `process`, and when they are scanned for again.
+    process_jobs: Vec<String>,
+    next_process_poll: Option<DateTime<Utc>>,
 }
 
 impl Live {
@@ -90,7 +96,10 @@ impl Live {
         let engine = Engine::new(config);
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
+        let process_jobs = engine.process_jobs();
         Ok(Live {
+            process_jobs,
+            next_process_poll: None,
             engine,
             triggers,
             store_paths,
@@ -184,6 +193,10 @@ impl Live {
             self.next_folder_poll = None;
             arrivals.everything = true;
         }
+        if self.next_process_poll.is_some_and(|at| at <= now) {
+            self.next_process_poll = None;
+            arrivals.touched.extend(self.process_jobs.iter().cloned());
+        }
         if self.next_holder_poll.is_some_and(|at| at <= now) {
             self.next_holder_poll = None;
             for (pid, _) in &self.unpolled {
@@ -228,10 +241,14 @@ impl Live {
         if !self.unwatched.is_empty() && self.next_folder_poll.is_none() {
             self.next_folder_poll = Some(now + FOLDER_POLL);
         }
+        if !self.process_jobs.is_empty() && self.next_process_poll.is_none() {
+            self.next_process_poll = Some(now + PROCESS_POLL);
+        }
         [
             self.engine.next_deadline(snapshot),
             self.next_holder_poll,
             self.next_folder_poll,
+            self.next_process_poll,
         ]
         .into_iter()
         .flatten()

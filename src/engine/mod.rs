@@ -315,9 +315,21 @@ impl Engine {
             self.evidence = vec![Evidence::default(); self.config.jobs.len()];
         }
         let view = self.read_store(now);
+        // One scan of /proc for every job found by its command line, shared by all of them.
+        let wanted = |job: &JobSpec| first || only.is_none_or(|ids| ids.contains(&job.id));
+        let scan = if self
+            .config
+            .jobs
+            .iter()
+            .any(|job| job.process.is_some() && wanted(job))
+        {
+            self.prober.scan_processes(&self.config.jobs)
+        } else {
+            Default::default()
+        };
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            if first || only.is_none_or(|ids| ids.contains(&job.id)) {
-                *seen = self.prober.gather(job);
+            if wanted(job) {
+                *seen = self.prober.gather_in(job, &scan);
             }
             // The store's part costs a few queries for every job together: always fresh.
             view.record(job, now).apply(seen);
@@ -479,10 +491,10 @@ impl Engine {
         if let Some(why) = restart_refusal(row) {
             return Err(why);
         }
-        if job.lock.is_none() {
+        if job.run_lock().is_none() {
             return Err(format!(
                 "'{}' declares no lock: mihari runs a job exactly once only under its lock; \
-                 declare 'lock' in the jobs file",
+                 declare 'lock' (or 'process', and mihari keeps one) in the jobs file",
                 job.id
             ));
         }
@@ -626,13 +638,20 @@ impl Engine {
     pub fn live_holders(&self) -> Vec<(u32, u64)> {
         let mut holders = BTreeSet::new();
         for seen in &self.evidence {
-            for reading in [&seen.lock, &seen.resource_lock].into_iter().flatten() {
+            for reading in [&seen.lock, &seen.resource_lock, &seen.kept_lock]
+                .into_iter()
+                .flatten()
+            {
                 if let Reading::Found(holder) = reading
                     && holder.liveness == Liveness::Alive
                     && let (Some(pid), Some(ticks)) = (holder.pid, holder.start_ticks)
                 {
                     holders.insert((pid, ticks));
                 }
+            }
+            // A process found by its command line: its exit is news as a lock holder's is.
+            if let Some(Reading::Found(matches)) = &seen.process {
+                holders.extend(matches.iter().map(|m| (m.pid, m.start_ticks)));
             }
         }
         // The watcher's death is news too: the dashboard must say at once that nothing watches.
@@ -647,6 +666,17 @@ impl Engine {
             holders.insert((pid, ticks));
         }
         holders.into_iter().collect()
+    }
+
+    /// The jobs found by their command line (`process`): a process that starts is no file
+    /// event, so the live loop scans for them again every little while.
+    pub fn process_jobs(&self) -> Vec<String> {
+        self.config
+            .jobs
+            .iter()
+            .filter(|job| job.process.is_some())
+            .map(|job| job.id.clone())
+            .collect()
     }
 
     /// The machine watcher's lock in `state_dir`.
@@ -679,10 +709,15 @@ impl Engine {
             .iter()
             .zip(&self.evidence)
             .filter(|(_, seen)| {
-                [&seen.lock, &seen.resource_lock]
+                [&seen.lock, &seen.resource_lock, &seen.kept_lock]
                     .into_iter()
                     .flatten()
                     .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
+                    || seen
+                        .process
+                        .as_ref()
+                        .and_then(|r| r.found())
+                        .is_some_and(|found| found.iter().any(|m| m.pid == pid))
             })
             .map(|(job, _)| job.id.clone())
             .collect()
@@ -875,6 +910,7 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
         &job.progress_file,
         &job.manifest,
         &job.resource_lock,
+        &job.kept_lock,
     ]
     .into_iter()
     .flatten()

@@ -11,6 +11,7 @@ pub mod files;
 pub mod lock;
 pub mod manifest;
 pub mod proc;
+pub mod procscan;
 pub mod rotation;
 pub mod safe_open;
 pub mod table;
@@ -29,6 +30,8 @@ pub struct Prober {
     counter: LineCounter,
     /// Each log's last non-empty reading, so that a rotation no predecessor shows is carried.
     logs: rotation::LogMemory,
+    /// Every job's `process.cmdline`, compiled into one set.
+    matcher: procscan::Matcher,
 }
 
 impl Prober {
@@ -36,9 +39,27 @@ impl Prober {
         Self::default()
     }
 
+    /// Reads `/proc` once and matches every job of `jobs` that declares `process` against
+    /// it: the part of a pass all those jobs share. Reads nothing when none declares one.
+    pub fn scan_processes(&mut self, jobs: &[JobSpec]) -> procscan::ProcessScan {
+        self.matcher.scan(jobs)
+    }
+
     /// Reads every source `job` declares, except its checks (they run on their own schedule,
     /// see [`checks`]). Never fails: a source that cannot be read is a fault in the evidence.
+    /// A job declared by `process` costs a scan of `/proc` of its own here: a pass over many
+    /// jobs scans once ([`Prober::scan_processes`]) and calls [`Prober::gather_in`].
     pub fn gather(&mut self, job: &JobSpec) -> Evidence {
+        let scan = if job.process.is_some() {
+            self.matcher.scan(std::slice::from_ref(job))
+        } else {
+            procscan::ProcessScan::default()
+        };
+        self.gather_in(job, &scan)
+    }
+
+    /// [`Prober::gather`] with the pass's process scan.
+    pub fn gather_in(&mut self, job: &JobSpec, scan: &procscan::ProcessScan) -> Evidence {
         let lock = job.lock.as_deref().map(lock::read_lock);
         let resource_lock = match (&job.resource_lock, &job.lock) {
             (Some(resource), Some(own)) if resource == own => None,
@@ -49,6 +70,7 @@ impl Prober {
         };
         let log = job.log.as_deref().map(|path| self.logs.read(path));
         let log_missing = log.as_ref().and_then(|log| log.missing.clone());
+        let process = scan.reading(job);
         Evidence {
             lock,
             resource_lock,
@@ -57,6 +79,13 @@ impl Prober {
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            kept_lock: job
+                .kept_lock
+                .as_deref()
+                // Only asked when no process matches: a match decides without it.
+                .filter(|_| !matches!(process, Some(Reading::Found(_))))
+                .map(|kept| lock::read_lock_as(kept, safe_open::Role::KeptLock)),
+            process,
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),

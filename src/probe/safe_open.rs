@@ -42,6 +42,9 @@ pub enum Role {
     Manifest,
     /// The watcher's `state_dir/watch.lock`.
     WatchLock,
+    /// `state_dir/<id>.run.lock`, the lock `mihari run` keeps for a job declared by
+    /// `process` alone: mihari's own file, judged as strictly as the watch lock.
+    KeptLock,
 }
 
 impl Role {
@@ -53,7 +56,7 @@ impl Role {
             Role::Log => "log",
             Role::Progress => "progress_file",
             Role::Manifest => "manifest",
-            Role::WatchLock => "settings.state_dir",
+            Role::WatchLock | Role::KeptLock => "settings.state_dir",
         }
     }
 
@@ -66,6 +69,7 @@ impl Role {
             Role::Progress => "progress file",
             Role::Manifest => "manifest",
             Role::WatchLock => "watch lock",
+            Role::KeptLock => "run lock",
         }
     }
 
@@ -79,13 +83,13 @@ impl Role {
     /// The files whose content decides a restart or a release are judged by their folder even
     /// to be read: a lock planted by a neighbour must not make a live job look dead.
     fn folder_matters_to_read(self) -> bool {
-        matches!(self, Role::Lock | Role::WatchLock)
+        matches!(self, Role::Lock | Role::WatchLock | Role::KeptLock)
     }
 
     /// What to do instead, said at the end of a refusal.
     fn elsewhere(self) -> String {
         match self {
-            Role::WatchLock => {
+            Role::WatchLock | Role::KeptLock => {
                 "point 'settings.state_dir' to a folder only you can write".to_string()
             }
             _ => format!("point '{}' to a folder only you can write", self.setting()),
@@ -380,7 +384,7 @@ impl Entry {
     }
 
     fn check_owner(&self, meta: &Metadata) -> Result<(), OpenError> {
-        let strict = self.role == Role::WatchLock;
+        let strict = matches!(self.role, Role::WatchLock | Role::KeptLock);
         if !(self.shared || strict) {
             return Ok(());
         }
@@ -408,7 +412,7 @@ impl Entry {
             String::new()
         };
         let fix = match self.role {
-            Role::WatchLock => "remove it (mihari makes its own)".to_string(),
+            Role::WatchLock | Role::KeptLock => "remove it (mihari makes its own)".to_string(),
             role => format!("remove it, or {}", role.elsewhere()),
         };
         Err(OpenError::Refused(format!(
@@ -497,10 +501,11 @@ fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
     let what = kind_words(mode);
     if mode & libc::S_IFMT == libc::S_IFLNK {
         return OpenError::Refused(match role {
-            Role::WatchLock => format!(
-                "'{}' is a symbolic link: mihari never follows a link at its watch lock; remove \
-                 it (mihari makes its own) or {}",
+            Role::WatchLock | Role::KeptLock => format!(
+                "'{}' is a symbolic link: mihari never follows a link at its {}; remove it \
+                 (mihari makes its own) or {}",
                 path.display(),
+                role.noun(),
                 role.elsewhere()
             ),
             _ => format!(
@@ -512,7 +517,7 @@ fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
         });
     }
     let whose = match role {
-        Role::WatchLock => "its watch lock".to_string(),
+        Role::WatchLock | Role::KeptLock => format!("its {}", role.noun()),
         role => format!("a job's {}", role.noun()),
     };
     OpenError::Refused(format!(
@@ -520,7 +525,7 @@ fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
          {}",
         path.display(),
         match role {
-            Role::WatchLock => role.elsewhere(),
+            Role::WatchLock | Role::KeptLock => role.elsewhere(),
             role => format!("point '{}' elsewhere", role.setting()),
         }
     ))

@@ -819,7 +819,7 @@ fn evidence_rows(
                 ago(holder.modified)
             )
         }
-        Reading::Empty => "absent: no lock file".to_string(),
+        Reading::Empty => "not held: no lock file, or an empty one no process locks".to_string(),
         Reading::Fault(error) => format!("fault: {}", inert(error)),
     };
     let lock_style = |reading: &Reading<crate::core::LockHolder>| match reading {
@@ -834,6 +834,39 @@ fn evidence_rows(
     }
     if let Some(reading) = &evidence.resource_lock {
         add("resource_lock", lock_text(reading), lock_style(reading));
+    }
+    if let Some(reading) = &evidence.process {
+        let stopped = |m: &crate::core::MatchedProcess| if m.stopped { ", stopped" } else { "" };
+        let (text, style) = match reading {
+            Reading::Found(found) if found.len() == 1 => (
+                format!(
+                    "pid {} '{}'{}",
+                    found[0].pid,
+                    inert(&found[0].cmdline),
+                    stopped(&found[0])
+                ),
+                if found[0].stopped {
+                    theme.warning()
+                } else {
+                    theme.good()
+                },
+            ),
+            Reading::Found(found) => (
+                format!(
+                    "{} match: {}",
+                    found.len(),
+                    found
+                        .iter()
+                        .map(|m| format!("pid {}{}", m.pid, stopped(m)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                theme.warning(),
+            ),
+            Reading::Empty => ("no process matches".to_string(), theme.dim()),
+            Reading::Fault(error) => (format!("fault: {}", inert(error)), theme.alarm()),
+        };
+        add("process", text, style);
     }
     if let Some(reading) = &evidence.log {
         match (reading, empty_or_fault(reading)) {

@@ -65,6 +65,7 @@ pub(super) struct RawJob {
     pub progress_file: Option<Spanned<String>>,
     pub progress_table: Option<Spanned<RawProgressTable>>,
     pub manifest: Option<Spanned<String>>,
+    pub process: Option<Spanned<RawProcess>>,
     pub stall_sec: Option<Spanned<u64>>,
     pub expected_total: Option<u64>,
     #[serde(default, deserialize_with = "given")]
@@ -88,6 +89,69 @@ pub(super) struct RawProgressTable {
     pub time_zone: Option<Spanned<String>>,
     pub done_column: Option<Spanned<String>>,
     pub total_column: Option<Spanned<String>>,
+}
+
+/// `process:` — the holder found by its command line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProcess {
+    pub cmdline: Option<Spanned<String>>,
+    pub user: Option<Spanned<RawUser>>,
+}
+
+/// `process.user` as written: a user name, or a uid as a number.
+pub(super) enum RawUser {
+    Name(String),
+    Uid(u64),
+    /// Anything else (a negative number, a list...), kept so the refusal can quote it.
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for RawUser {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UserVisitor)
+    }
+}
+
+struct UserVisitor;
+
+impl<'de> Visitor<'de> for UserVisitor {
+    type Value = RawUser;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a user name or a uid, like alice or 1000")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawUser, E> {
+        Ok(RawUser::Name(value.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawUser, E> {
+        Ok(RawUser::Uid(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawUser, E> {
+        match u64::try_from(value) {
+            Ok(value) => Ok(RawUser::Uid(value)),
+            Err(_) => Ok(RawUser::Other(value.to_string())),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawUser, E> {
+        Ok(RawUser::Other(value.to_string()))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawUser, E> {
+        Ok(RawUser::Other(value.to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RawUser, E> {
+        Ok(RawUser::Other(String::new()))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RawUser, E> {
+        Ok(RawUser::Other(String::new()))
+    }
 }
 
 #[derive(Deserialize)]

@@ -17,12 +17,12 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
-    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawProgressTable, RawRestart, RawRoute,
-    RawSettings, RawTimeouts,
+    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawProcess, RawProgressTable, RawRestart,
+    RawRoute, RawSettings, RawTimeouts, RawUser,
 };
 use crate::config::{
-    CheckSpec, Config, JobSpec, Predicate, ProgressTable, RestartSpec, Route, Settings, TimeUnit,
-    TimeZoneName, Timeouts,
+    CheckSpec, Config, JobSpec, Predicate, ProcessSpec, ProcessUser, ProgressTable, RestartSpec,
+    Route, Settings, TimeUnit, TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -106,7 +106,10 @@ pub(super) fn validate(
     let mut first_line_of_id: HashMap<String, u64> = HashMap::new();
     let mut specs = Vec::with_capacity(jobs.len());
     for raw_job in jobs {
-        let spec = job(raw_job, &paths, &mut first_line_of_id)?;
+        let mut spec = job(raw_job, &paths, &mut first_line_of_id)?;
+        if spec.process.is_some() && spec.lock.is_none() {
+            spec.kept_lock = Some(kept_lock(&settings.state_dir, &spec.id));
+        }
         specs.push(spec);
     }
     Ok(Config {
@@ -114,6 +117,11 @@ pub(super) fn validate(
         settings,
         jobs: specs,
     })
+}
+
+/// The lock mihari keeps in `state_dir` for a job declared by `process` alone (SPEC §5).
+fn kept_lock(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join(format!("{id}.run.lock"))
 }
 
 /// Path resolution in one place: `~/` against `$HOME`, relative against the file's folder.
@@ -443,6 +451,10 @@ fn job(
         .transpose()?;
     let manifest = paths.resolve_opt(&raw.manifest, "manifest")?;
     let resource_lock = paths.resolve_opt(&raw.resource_lock, "resource_lock")?;
+    let process = raw
+        .process
+        .map(|process| process_spec(process, src, &the_job))
+        .transpose()?;
 
     let stall_sec = match &raw.stall_sec {
         Some(stall) => positive(src, stall, "stall_sec")?,
@@ -533,12 +545,13 @@ fn job(
                 }
             }
             Predicate::ResourceFree => {
-                if resource_lock.is_none() && lock.is_none() {
+                if resource_lock.is_none() && lock.is_none() && process.is_none() {
                     return Err(src.refuse(
                         *at,
                         format!(
                             "should_run_when {} of {the_job} has no lock to look at: add \
-                             resource_lock (or lock), the lock file of the resource",
+                             resource_lock (or lock), the lock file of the resource, or \
+                             process: {{cmdline: '...'}}, the command line of the job",
                             quote(predicate.as_str())
                         ),
                     ));
@@ -605,6 +618,8 @@ fn job(
         progress_file,
         progress_table,
         manifest,
+        process,
+        kept_lock: None,
         stall_sec,
         expected_total: raw.expected_total,
         should_run_when: should_run_when.into_iter().map(|(p, _)| p).collect(),
@@ -758,6 +773,102 @@ fn one_of<T: Copy>(
             ))
         }
     }
+}
+
+/// `process:`: a `cmdline` that compiles as a regular expression, and an optional user.
+fn process_spec(
+    raw: Spanned<RawProcess>,
+    src: &Source<'_>,
+    the_job: &str,
+) -> Result<ProcessSpec, ConfigError> {
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    let Some(cmdline) = raw.cmdline else {
+        return Err(src.refuse(
+            at,
+            format!(
+                "process of {the_job} (at {}) lacks 'cmdline': a regular expression over the \
+                 job's argv joined by spaces, like cmdline: '^python3 .*train\\.py'",
+                src.quote_at(at)
+            ),
+        ));
+    };
+    let at_cmdline = Pos::of(&cmdline);
+    if cmdline.value.trim().is_empty() {
+        return Err(src.refuse(
+            at_cmdline,
+            format!(
+                "process.cmdline {} of {the_job} is empty: it would match every process; \
+                 write a regular expression for the job's command line, like \
+                 '^python3 .*train\\.py'",
+                quote(&cmdline.value)
+            ),
+        ));
+    }
+    // Parsed here, compiled once for all jobs together when processes are scanned: a
+    // thousand patterns compiled one by one would cost more than the scan itself.
+    if let Err(error) = regex_syntax::Parser::new().parse(&cmdline.value) {
+        return Err(src.refuse(
+            at_cmdline,
+            format!(
+                "process.cmdline {} of {the_job} is not a regular expression ({}): fix it, \
+                 and escape what is meant literally, like '\\.' for a dot",
+                quote(&cmdline.value),
+                regex_error_words(&error)
+            ),
+        ));
+    }
+    let user = match raw.user {
+        None => None,
+        Some(user) => {
+            let at_user = Pos::of(&user);
+            let refuse = |shown: &str| {
+                src.refuse(
+                    at_user,
+                    format!(
+                        "process.user {} of {the_job} is not a user: write a user name, like \
+                         alice, or a uid, like 1000",
+                        quote(shown)
+                    ),
+                )
+            };
+            match user.value {
+                RawUser::Uid(uid) => Some(ProcessUser::Uid(
+                    u32::try_from(uid).map_err(|_| refuse(&uid.to_string()))?,
+                )),
+                RawUser::Name(name) if is_user_name(&name) => Some(ProcessUser::Name(name)),
+                RawUser::Name(name) => return Err(refuse(&name)),
+                RawUser::Other(shown) => return Err(refuse(&shown)),
+            }
+        }
+    };
+    Ok(ProcessSpec {
+        cmdline: cmdline.value,
+        user,
+    })
+}
+
+/// The regex crate's error in one line: its last line ("error: unclosed group"), without
+/// the pattern and caret it prints above it (the refusal has its own).
+fn regex_error_words(error: &regex_syntax::Error) -> String {
+    let text = error.to_string();
+    let last = text
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("does not compile");
+    last.trim().trim_start_matches("error: ").to_string()
+}
+
+/// A plausible user name: what `useradd` accepts, loosely (letters, digits, '_', '-', '.',
+/// a final '$'), never blank.
+fn is_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && !name.starts_with('-')
+        && name.chars().enumerate().all(|(i, c)| {
+            c.is_ascii_alphanumeric() || "_-.".contains(c) || (c == '$' && i == name.len() - 1)
+        })
 }
 
 fn restart(raw: RawRestart, paths: &Paths<'_>, the_job: &str) -> Result<RestartSpec, ConfigError> {
