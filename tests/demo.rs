@@ -50,6 +50,7 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
         "SHOULD_BE_RUNNING",
         "COMPLETE",
         "NOT_RUNNING",
+        "PAUSED",
     ] {
         assert!(
             stdout.contains(&format!(" {state} ")),
@@ -61,6 +62,23 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
     }
     assert!(stdout.contains("dispatch held: RED: gaps"), "{stdout}");
     assert!(stdout.contains("progress_file: fault"), "{stdout}");
+    // A one-shot job with nothing to count, run by the real `mihari run`, finished: COMPLETE.
+    let oneshot = stdout
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("oneshot "))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(oneshot.contains(" COMPLETE "), "{stdout}");
+    assert!(
+        oneshot.contains("complete: the last run exited 0"),
+        "{stdout}"
+    );
+    // A job paused by `mihari pause`, listed after the action list with who, when and why.
+    let paused = stdout.split("\nPAUSED (1)\n").nth(1).unwrap_or_default();
+    assert!(paused.trim_start().starts_with("reindex "), "{stdout}");
+    assert!(paused.contains("paused by "), "{stdout}");
+    assert!(paused.contains("search cluster upgrade"), "{stdout}");
     assert!(
         mihari::core::text::is_inert(&stdout.replace('\n', "")),
         "escape sequences leaked"

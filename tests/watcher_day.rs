@@ -51,6 +51,7 @@ fn job(i: usize) -> JobSpec {
         }),
         checks: vec![],
         timeouts: Timeouts::default(),
+        stall_never: false,
     }
 }
 

@@ -16,7 +16,8 @@ pub mod watch;
 
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::{
-    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
-    LockHolder, ManifestReading, PendingApproval, Reading, TableReading,
+    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LastRun, LineCount,
+    Liveness, LockHolder, ManifestReading, OperatorNote, PendingApproval, Reading, RunExit,
+    TableReading,
 };
 pub use order::{ActionList, order, order_with_rules};

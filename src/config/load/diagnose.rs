@@ -461,9 +461,9 @@ fn describe(err: &YamlError, quoted: &str, key: Option<Option<String>>) -> Strin
         YamlError::NonFiniteFloat { .. } => {
             format!("{quoted} is not accepted{for_key}: expected a finite number")
         }
-        YamlError::QuotingRequired { .. } => format!(
-            "{quoted} must be quoted{for_key}: write it in quotes so it is read as text"
-        ),
+        YamlError::QuotingRequired { .. } => {
+            format!("{quoted} must be quoted{for_key}: write it in quotes so it is read as text")
+        }
         YamlError::CyclicInclude { .. }
         | YamlError::UnsupportedIncludeForm { .. }
         | YamlError::ResolverError { .. } => format!(
@@ -472,9 +472,9 @@ fn describe(err: &YamlError, quoted: &str, key: Option<Option<String>>) -> Strin
         YamlError::UnresolvedProperty { .. }
         | YamlError::InvalidPropertyName { .. }
         | YamlError::PropertyRequiredButUnset { .. }
-        | YamlError::PropertyRequiredButEmpty { .. } => format!(
-            "{quoted}: '${{...}}' is not expanded in a jobs file: write the value out"
-        ),
+        | YamlError::PropertyRequiredButEmpty { .. } => {
+            format!("{quoted}: '${{...}}' is not expanded in a jobs file: write the value out")
+        }
         YamlError::IOError { cause } => format!(
             "cannot read the jobs file ({}): check the path, or pass --config",
             inert(&cause.to_string())
@@ -514,7 +514,8 @@ fn library_words(err: &YamlError) -> Option<String> {
 /// An alias limit in words, with mihari's numbers.
 fn alias_limit_words(err: &YamlError) -> String {
     match err {
-        YamlError::AliasReplayLimitExceeded { .. } | YamlError::AliasReplayCounterOverflow { .. } => {
+        YamlError::AliasReplayLimitExceeded { .. }
+        | YamlError::AliasReplayCounterOverflow { .. } => {
             format!(
                 "they would replay more than {} YAML events in all",
                 thousands(super::MAX_REPLAYED_EVENTS)
@@ -600,7 +601,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
