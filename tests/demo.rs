@@ -113,6 +113,11 @@ fn jobs_example_yaml_loads() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml");
     let config = mihari::config::load_str(&fs::read_to_string(&example).unwrap(), &example)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.jobs.len(), 1);
-    assert_eq!(config.jobs[0].id, "collect_raw");
+    let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["collect_raw", "nightly_sync", "docs_server"]);
+    assert_eq!(
+        config.jobs[1].should_run_when,
+        [mihari::config::Predicate::NotSucceeded]
+    );
+    assert_eq!(config.jobs[2].stall_limit(), None, "docs_server: stall_sec never");
 }
