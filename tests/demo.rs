@@ -119,5 +119,9 @@ fn jobs_example_yaml_loads() {
         config.jobs[1].should_run_when,
         [mihari::config::Predicate::NotSucceeded]
     );
-    assert_eq!(config.jobs[2].stall_limit(), None, "docs_server: stall_sec never");
+    assert_eq!(
+        config.jobs[2].stall_limit(),
+        None,
+        "docs_server: stall_sec never"
+    );
 }

@@ -305,6 +305,14 @@ fn a_paused_job_is_not_restarted_escalated_or_forgotten() {
     assert_eq!(code, 1, "{said}");
     assert!(said.contains("is paused"), "{said}");
     assert!(said.contains("mihari resume crawler"), "{said}");
+    // ...not a timer calling `mihari run` (nothing runs: exit 69, EX_UNAVAILABLE)...
+    let (code, said) = sandbox.said(&["run", "crawler"]);
+    assert_eq!(code, 69, "{said}");
+    assert!(
+        said.contains("is paused") && said.contains("nothing was run"),
+        "{said}"
+    );
+    assert!(!sandbox.path("c.runs").exists(), "a paused job ran");
     // ...nor the watcher, which tells nobody either, and names it in the digest it cuts.
     sandbox
         .store()

@@ -119,7 +119,7 @@ pub enum Command {
     },
     /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
-    /// job is already running.
+    /// job is already running, 69 when it is paused (nothing runs).
     Run(jobside::RunArgs),
     /// Record a heartbeat for a job: a progress source carrying done, total and position.
     Heartbeat(jobside::HeartbeatArgs),
