@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
-use crate::core::watch::{Brain, Pass, category};
+use crate::core::watch::{Brain, Pass, category, paused_digest};
 use crate::effect::notify::{Finished, Notice, Notifier};
 use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::watch_lock::{self, Acquired};
@@ -136,6 +136,9 @@ struct Watcher {
     restarts_held: bool,
     /// The store fault stderr was last told of.
     fault_told: Option<String>,
+    /// The cut whose digest already names the paused jobs: a cut that fails and is tried
+    /// again names them once, not once per try.
+    paused_named_for: Option<DateTime<Utc>>,
 }
 
 impl Watcher {
@@ -183,6 +186,7 @@ impl Watcher {
             notifier: None,
             restarts_held: false,
             fault_told: None,
+            paused_named_for: None,
         })
     }
 
@@ -235,6 +239,13 @@ impl Watcher {
         self.record(&pass, store);
         self.cap(live, &pass, store, now);
         if now >= self.next_cut {
+            // Every digest names the jobs that stay paused, so a pause never goes quiet.
+            if self.paused_named_for != Some(self.next_cut) {
+                for (job, words) in paused_digest(&snapshot.list) {
+                    store.queue_digest_at(now, Some(&job), DigestCategory::Paused, &words);
+                }
+                self.paused_named_for = Some(self.next_cut);
+            }
             match store.cut_digest(now) {
                 Cut::Made(id) => {
                     store.append(

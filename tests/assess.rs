@@ -9,9 +9,9 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use mihari::config::{JobSpec, Predicate, ProcessSpec, ProgressTable, Timeouts};
 use mihari::core::assess::ProgressSource;
 use mihari::core::{
-    Bucket, Carried, CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, LineCount,
-    Liveness, LockHolder, ManifestReading, MatchedProcess, Reading, State, TableReading, assess,
-    order,
+    Bucket, Carried, CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History,
+    LastRun, LineCount, Liveness, LockHolder, ManifestReading, MatchedProcess, OperatorNote,
+    Reading, RunExit, State, TableReading, assess, order,
 };
 
 fn now() -> DateTime<Utc> {
@@ -45,6 +45,7 @@ fn job() -> JobSpec {
         restart: None,
         checks: vec![],
         timeouts: Timeouts::default(),
+        stall_never: false,
     }
 }
 
@@ -142,6 +143,16 @@ fn process_job() -> JobSpec {
     }
 }
 
+/// A one-shot job with nothing to count: due until a run of it exits 0.
+fn one_shot_job() -> JobSpec {
+    JobSpec {
+        progress_file: None,
+        expected_total: None,
+        should_run_when: vec![Predicate::NotSucceeded],
+        ..job()
+    }
+}
+
 /// A process matching `process.cmdline`, started `started_secs_ago`.
 fn matched(pid: u32, stopped: bool) -> MatchedProcess {
     MatchedProcess {
@@ -164,6 +175,29 @@ fn scanned(log_ago: f64, found: Reading<Vec<MatchedProcess>>) -> Evidence {
     }
 }
 
+/// The last run `mihari run` recorded: started `started_ago`, ended as `words` ("exit 0",
+/// "killed by SIGTERM") `ended_ago`, or not ended (`None`).
+fn last_run(started_ago: f64, ended: Option<(&str, f64)>) -> History {
+    History {
+        last_run: Some(LastRun {
+            started: Some(ago(started_ago)),
+            exit: ended.map(|(words, secs)| RunExit::from_words(words, ago(secs))),
+        }),
+        ..History::default()
+    }
+}
+
+/// A job that ran, holds no lock now, logged until it ended.
+fn ran(history: History) -> Evidence {
+    Evidence {
+        lock: Some(Reading::Empty),
+        log: log(60.0),
+        started_before: true,
+        history,
+        ..Evidence::default()
+    }
+}
+
 /// A lock holder as the probe reads it from the empty file util-linux `flock(1)` leaves.
 fn flocked_empty() -> Reading<LockHolder> {
     Reading::Found(LockHolder {
@@ -180,6 +214,14 @@ fn flocked_empty() -> Reading<LockHolder> {
         start_ticks: Some(77),
         stopped: false,
     })
+}
+
+fn note(secs_ago: f64, reason: &str) -> OperatorNote {
+    OperatorNote {
+        at: ago(secs_ago),
+        by: "alice".into(),
+        reason: reason.into(),
+    }
 }
 
 fn rows() -> Vec<Row> {
@@ -692,7 +734,311 @@ fn rows() -> Vec<Row> {
             bucket: Some(Bucket::Restart),
             says: "process gone: written in another boot",
         },
+        // not_succeeded and complete (SPEC §2, §4): one-shot jobs with nothing to count.
+        Row {
+            name: "not_succeeded with no run recorded is due: DISPATCH",
+            job: one_shot_job(),
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: Some(Reading::Empty),
+                ..Evidence::default()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "not_succeeded (no run of it is recorded yet)",
+        },
+        Row {
+            name: "the incident: a finished one-shot job (exit 0) is COMPLETE, not RESTART",
+            job: one_shot_job(),
+            evidence: ran(last_run(120.0, Some(("exit 0", 60.0)))),
+            state: State::Complete,
+            bucket: None,
+            says: "complete: the last run exited 0 at 2026-11-29 08:59:00 UTC",
+        },
+        Row {
+            name: "not_succeeded: a run that exited 1 should be running, with its exit",
+            job: one_shot_job(),
+            evidence: ran(last_run(120.0, Some(("exit 1", 60.0)))),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not_succeeded (the last run exited 1 at 2026-11-29 08:59:00 UTC)",
+        },
+        Row {
+            name: "not_succeeded: a run killed by a signal should be running, with the signal",
+            job: one_shot_job(),
+            evidence: ran(last_run(120.0, Some(("killed by SIGTERM", 60.0)))),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run was killed by SIGTERM at 2026-11-29 08:59:00 UTC",
+        },
+        Row {
+            name: "not_succeeded: a run that started and recorded no end has not succeeded",
+            job: one_shot_job(),
+            evidence: ran(last_run(120.0, None)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run started at 2026-11-29 08:58:00 UTC and recorded no exit",
+        },
+        Row {
+            name: "not_succeeded while its run holds the lock is RUNNING",
+            job: one_shot_job(),
+            evidence: Evidence {
+                history: last_run(120.0, None),
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "alive; progress 1 s ago",
+        },
+        Row {
+            name: "not_succeeded cannot be judged while the event log cannot be read: UNKNOWN",
+            job: one_shot_job(),
+            evidence: ran(History {
+                unreadable: Some("the state store is damaged".into()),
+                ..History::default()
+            }),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "not_succeeded cannot be evaluated: the event log cannot be read",
+        },
+        Row {
+            name: "exited 0 at 59 of 260 under not_complete: due, and RED (a broken rule)",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 59),
+                ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_complete (59 of 260 done)",
+        },
+        Row {
+            name: "exited 0 at 59 of 260 under not_succeeded: not COMPLETE, and RED",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotSucceeded],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 59),
+                ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+            },
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_succeeded is false: the last run exited 0",
+        },
+        Row {
+            name: "exited 0 at 260 of 260 under not_succeeded is COMPLETE",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotSucceeded],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 260),
+                ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 260 of 260 done",
+        },
+        Row {
+            name: "exited 0 short, then acknowledged: the rule has ended",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 59),
+                ..ran(History {
+                    acknowledged: Some(note(30.0, "upstream listing was short")),
+                    ..last_run(120.0, Some(("exit 0", 60.0)))
+                })
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not_complete (59 of 260 done)",
+        },
+        Row {
+            name: "exited 0 short after an acknowledgement: a new rule, RED again",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 59),
+                ..ran(History {
+                    acknowledged: Some(note(90.0, "an earlier short run")),
+                    ..last_run(120.0, Some(("exit 0", 60.0)))
+                })
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_complete (59 of 260 done)",
+        },
+        // Broken rules end when the job is next seen healthy (SPEC §4, §5).
+        Row {
+            name: "a failed restart's rule has ended while the job is RUNNING",
+            job: job(),
+            evidence: Evidence {
+                history: History {
+                    broken_rules: vec!["the last restart failed at 08:00: not found".into()],
+                    ..History::default()
+                },
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "alive; progress 1 s ago",
+        },
+        Row {
+            name: "exited 0 short, then seen healthy since (a newer RUNNING): not RED",
+            job: JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            },
+            evidence: Evidence {
+                progress_file: progress(60.0, 59),
+                ..ran(History {
+                    seen_healthy: Some(ago(30.0)),
+                    ..last_run(120.0, Some(("exit 0", 60.0)))
+                })
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not_complete (59 of 260 done)",
+        },
+        // stall_sec: never (SPEC §3): idle by nature, never STALLED.
+        Row {
+            name: "stall_sec never: alive with progress three hours old is RUNNING",
+            job: JobSpec {
+                stall_never: true,
+                ..job()
+            },
+            evidence: alive(10_800.0, 10_800.0),
+            state: State::Running,
+            bucket: None,
+            says: "never STALLED",
+        },
+        Row {
+            name: "stall_sec never, no lock declared: old progress still counts as running",
+            job: JobSpec {
+                stall_never: true,
+                lock: None,
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            },
+            evidence: Evidence {
+                lock: None,
+                log: log(86_400.0),
+                progress_file: progress(86_400.0, 10),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "no lock declared",
+        },
+        // PAUSED (SPEC §4): first, whatever else is true, and in no bucket.
+        Row {
+            name: "paused comes first: a paused dead lock is PAUSED, in no bucket",
+            job: job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                history: History {
+                    paused: Some(note(600.0, "upstream maintenance")),
+                    ..History::default()
+                },
+                ..alive(1.0, 1.0)
+            },
+            state: State::Paused,
+            bucket: None,
+            says: "paused by alice at 2026-11-29 08:50:00 UTC: upstream maintenance",
+        },
+        Row {
+            name: "paused with a failing check and a broken rule: still PAUSED, not RED",
+            job: job(),
+            evidence: Evidence {
+                checks: vec![check(CheckResult::Fail)],
+                history: History {
+                    paused: Some(note(600.0, "investigating the gaps")),
+                    broken_rules: vec!["the daily cap of automatic restarts was spent".into()],
+                    ..History::default()
+                },
+                ..alive(1.0, 1.0)
+            },
+            state: State::Paused,
+            bucket: None,
+            says: "paused by alice",
+        },
+        Row {
+            name: "paused while running: PAUSED, the run stays in the reasons",
+            job: job(),
+            evidence: Evidence {
+                history: History {
+                    paused: Some(note(60.0, "hold new shards")),
+                    ..History::default()
+                },
+                ..alive(1.0, 1.0)
+            },
+            state: State::Paused,
+            bucket: None,
+            says: "(mihari resume collect_raw)",
+        },
     ]
+}
+
+#[test]
+fn exited_0_short_of_its_total_is_a_broken_rule_in_words() {
+    let job = JobSpec {
+        expected_total: Some(260),
+        should_run_when: vec![Predicate::NotComplete],
+        ..job()
+    };
+    let evidence = Evidence {
+        progress_file: progress(60.0, 59),
+        ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+    };
+    let got = assess(&job, &evidence, now());
+    assert!(
+        got.reasons
+            .iter()
+            .any(|r| r.starts_with("rule broken: exited 0 at 59 of 260")),
+        "{:?}",
+        got.reasons
+    );
+    assert_eq!(got.last_exit.as_ref().and_then(|e| e.code), Some(0));
+}
+
+#[test]
+fn a_paused_job_is_listed_after_the_rest_and_never_holds_dispatch() {
+    let paused = Evidence {
+        checks: vec![check(CheckResult::Fail)],
+        history: History {
+            paused: Some(note(60.0, "hold")),
+            ..History::default()
+        },
+        ..alive(1.0, 1.0)
+    };
+    let list = order(vec![
+        named("a_paused", paused),
+        named("b_running", alive(1.0, 1.0)),
+        named("c_dispatch", not_holding()),
+    ]);
+    let ids: Vec<&str> = list.rows().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["c_dispatch", "b_running", "a_paused"]);
+    assert_eq!(
+        list.dispatch_held, None,
+        "a paused job's failing check holds nothing"
+    );
+    let row = list.rows().last().expect("a row");
+    assert_eq!(row.paused.as_ref().map(|p| p.by.as_str()), Some("alice"));
 }
 
 #[test]

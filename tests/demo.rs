@@ -50,6 +50,7 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
         "SHOULD_BE_RUNNING",
         "COMPLETE",
         "NOT_RUNNING",
+        "PAUSED",
     ] {
         assert!(
             stdout.contains(&format!(" {state} ")),
@@ -61,6 +62,23 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
     }
     assert!(stdout.contains("dispatch held: RED: gaps"), "{stdout}");
     assert!(stdout.contains("progress_file: fault"), "{stdout}");
+    // A one-shot job with nothing to count, run by the real `mihari run`, finished: COMPLETE.
+    let oneshot = stdout
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("oneshot "))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(oneshot.contains(" COMPLETE "), "{stdout}");
+    assert!(
+        oneshot.contains("complete: the last run exited 0"),
+        "{stdout}"
+    );
+    // A job paused by `mihari pause`, listed after the action list with who, when and why.
+    let paused = stdout.split("\nPAUSED (1)\n").nth(1).unwrap_or_default();
+    assert!(paused.trim_start().starts_with("reindex "), "{stdout}");
+    assert!(paused.contains("paused by "), "{stdout}");
+    assert!(paused.contains("search cluster upgrade"), "{stdout}");
     assert!(
         mihari::core::text::is_inert(&stdout.replace('\n', "")),
         "escape sequences leaked"
@@ -95,14 +113,23 @@ fn jobs_example_yaml_loads() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml");
     let config = mihari::config::load_str(&fs::read_to_string(&example).unwrap(), &example)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.jobs[0].id, "collect_raw");
+    let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["collect_raw", "label_status", "nightly_sync", "docs_server"]
+    );
     // The status-row job shows done_column and total_column standing in for expected_total.
-    let status = config
-        .jobs
-        .iter()
-        .find(|job| job.id == "label_status")
-        .expect("the status-row example");
+    let status = &config.jobs[1];
     let table = status.progress_table.as_ref().expect("its table");
     assert_eq!(table.total_column.as_deref(), Some("total"));
     assert_eq!(status.expected_total, None);
+    assert_eq!(
+        config.jobs[2].should_run_when,
+        [mihari::config::Predicate::NotSucceeded]
+    );
+    assert_eq!(
+        config.jobs[3].stall_limit(),
+        None,
+        "docs_server: stall_sec never"
+    );
 }

@@ -66,6 +66,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         }),
         checks: vec![],
         timeouts: Timeouts::default(),
+        stall_never: false,
     }
 }
 
@@ -1106,4 +1107,130 @@ fn a_pile_of_combining_marks_in_the_log_tail_takes_one_row() {
     let cell = rows[marks].find('z').expect("the letter");
     let drawn: String = rows[marks][cell..].chars().take(3).collect();
     assert_eq!(drawn, "z\u{301}\u{301}", "one letter and two marks");
+}
+
+// ---- pause, resume, acknowledge ----
+
+fn pause_plan(reason: &str) -> Decision {
+    let mut plan = mihari::core::decision::NotePlan::new(
+        "next_batch",
+        "pause",
+        State::ShouldBeRunning,
+        vec!["not running, but should: not_complete (0 of 5121 done)".into()],
+        "alice",
+    );
+    plan.reason = reason.into();
+    Decision::Pause(plan)
+}
+
+/// The fleet with `next_batch` paused by alice ten minutes ago, whose last run exited 1.
+fn paused_model(width: u16, height: u16) -> Model {
+    let (jobs, mut evidence) = fleet();
+    let at = jobs.iter().position(|j| j.id == "next_batch").unwrap();
+    evidence[at].started_before = true;
+    evidence[at].history.paused = Some(mihari::core::OperatorNote {
+        at: ago(600),
+        by: "alice".into(),
+        reason: "upstream maintenance until 18:00".into(),
+    });
+    evidence[at].history.last_run = Some(mihari::core::LastRun {
+        started: Some(ago(900)),
+        exit: Some(mihari::core::RunExit::from_words("exit 1", ago(700))),
+    });
+    let snapshot = Snapshot::judge(&jobs, evidence, now());
+    let mut model = Model::new(jobs, "/etc/mihari/jobs.yaml".into(), Theme::plain(), now());
+    update(&mut model, Msg::Resize(width, height));
+    update(&mut model, Msg::Snapshot(snapshot));
+    model
+}
+
+#[test]
+fn p_pauses_or_resumes_and_capital_k_acknowledges_the_selected_job() {
+    let mut model = model_at(80, 24);
+    let job = model.selected.clone().unwrap();
+    assert_eq!(
+        press(&mut model, "p"),
+        vec![Command::Propose {
+            action: Action::Pause,
+            job: job.clone()
+        }]
+    );
+    assert_eq!(
+        press(&mut model, "K"),
+        vec![Command::Propose {
+            action: Action::Acknowledge,
+            job
+        }]
+    );
+    let mut model = paused_model(80, 24);
+    select(&mut model, "next_batch");
+    assert_eq!(
+        press(&mut model, "p"),
+        vec![Command::Propose {
+            action: Action::Resume,
+            job: "next_batch".into()
+        }]
+    );
+}
+
+#[test]
+fn a_pause_starts_in_its_reason_and_is_never_carried_out_without_one() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(pause_plan(""))));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Reason);
+    // Straight to Pause with no reason: refused, focus back on the reason.
+    update(&mut model, key(KeyCode::BackTab));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
+    assert_eq!(update(&mut model, key(KeyCode::Enter)), None);
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Reason);
+    assert!(
+        model
+            .status
+            .clone()
+            .unwrap()
+            .contains("write a reason first")
+    );
+    // Typing never confirms: Enter in the field moves on to Cancel.
+    press(&mut model, "upstream maintenance");
+    update(&mut model, key(KeyCode::Enter));
+    assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Cancel);
+    update(&mut model, key(KeyCode::Tab));
+    assert_eq!(
+        update(&mut model, key(KeyCode::Enter)),
+        Some(Command::Execute(pause_plan("upstream maintenance")))
+    );
+}
+
+#[test]
+fn the_pause_dialog_80x24() {
+    let mut model = model_at(80, 24);
+    update(&mut model, Msg::Proposed(Ok(pause_plan(""))));
+    press(&mut model, "upstream maint");
+    insta::assert_snapshot!(draw(&model));
+}
+
+#[test]
+fn a_paused_job_is_listed_last_with_who_when_why_and_its_last_run() {
+    let mut model = paused_model(120, 40);
+    let rows: Vec<String> = model
+        .rows()
+        .iter()
+        .filter_map(|r| match r {
+            mihari::tui::model::Row::Job(a) => Some(a.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows.last().map(String::as_str), Some("next_batch"));
+    select(&mut model, "next_batch");
+    update(&mut model, key(KeyCode::Enter));
+    let screen = draw(&model);
+    assert!(screen.contains("PAUSED"), "{screen}");
+    assert!(
+        screen.contains("Paused by alice 10m ago: upstream maintenance until 18:00 (p resumes)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("last run       exited 1 11m ago"),
+        "{screen}"
+    );
 }

@@ -53,6 +53,7 @@ fn job(i: usize) -> JobSpec {
         }),
         checks: vec![],
         timeouts: Timeouts::default(),
+        stall_never: false,
     }
 }
 

@@ -146,9 +146,19 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
             write_row(row, width, out)?;
         }
     }
-    if !list.rest.is_empty() {
-        writeln!(out, "\nNOTHING TO DO ({})", list.rest.len())?;
-        for row in &list.rest {
+    let (paused, quiet): (Vec<&Assessment>, Vec<&Assessment>) = list
+        .rest
+        .iter()
+        .partition(|row| row.state == crate::core::State::Paused);
+    if !quiet.is_empty() {
+        writeln!(out, "\nNOTHING TO DO ({})", quiet.len())?;
+        for row in quiet {
+            write_row(row, width, out)?;
+        }
+    }
+    if !paused.is_empty() {
+        writeln!(out, "\nPAUSED ({})", paused.len())?;
+        for row in paused {
             write_row(row, width, out)?;
         }
     }
@@ -219,8 +229,28 @@ struct JsonJob<'a> {
     progress_source: Option<&'static str>,
     done: Option<u64>,
     expected_total: Option<u64>,
+    /// How the last run `mihari run` recorded ended; null when none has ended.
+    last_exit: Option<JsonExit>,
+    /// Who paused the job, when and why; null when it is not paused.
+    paused: Option<JsonNote>,
     reasons: Vec<String>,
     checks: Vec<JsonCheck<'a>>,
+}
+
+/// A run's end: `code` when it exited, `signal` ("SIGTERM") when a signal ended it.
+#[derive(Serialize)]
+struct JsonExit {
+    at: String,
+    code: Option<i32>,
+    signal: Option<String>,
+}
+
+/// An operator's recorded decision: who, when, why.
+#[derive(Serialize)]
+struct JsonNote {
+    by: String,
+    at: String,
+    reason: String,
 }
 
 #[derive(Serialize)]
@@ -268,6 +298,16 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
         progress_source: row.progress_source.map(|s| s.as_str()),
         done: row.done,
         expected_total: row.expected_total,
+        last_exit: row.last_exit.as_ref().map(|exit| JsonExit {
+            at: exit.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            code: exit.code,
+            signal: exit.signal.as_deref().map(inert),
+        }),
+        paused: row.paused.as_ref().map(|pause| JsonNote {
+            by: inert(&pause.by),
+            at: pause.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            reason: inert(&pause.reason),
+        }),
         reasons: row
             .held
             .iter()

@@ -1,4 +1,5 @@
-//! The human decisions from a shell: `restart`, `release`, `approval approve|deny`.
+//! The human decisions from a shell: `restart`, `release`, `pause`, `resume`, `ack`,
+//! `approval approve|deny`.
 //!
 //! Each command proposes the same decision the dashboard's dialog would, prints what the
 //! dialog shows, asks on the terminal (or takes `--yes`), and hands the decision to the one
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use chrono::Utc;
 
 use crate::config::Config;
-use crate::core::decision::{ApprovalPlan, Decision};
+use crate::core::decision::{ApprovalPlan, Decision, checked_reason};
 use crate::core::text::inert;
 use crate::effect::{self, Outcome, OutcomeKind};
 use crate::engine::{Action, Engine};
@@ -31,18 +32,44 @@ enum Ask {
 
 /// `mihari restart JOB [--yes]`.
 pub fn restart(config: Option<&Path>, job: &str, yes: bool, out: &mut impl Write) -> ExitCode {
-    on_job(config, Action::Restart, job, yes, out)
+    on_job(config, Action::Restart, job, None, yes, out)
 }
 
 /// `mihari release JOB [--yes]`.
 pub fn release(config: Option<&Path>, job: &str, yes: bool, out: &mut impl Write) -> ExitCode {
-    on_job(config, Action::Release, job, yes, out)
+    on_job(config, Action::Release, job, None, yes, out)
+}
+
+/// `mihari pause JOB --reason R [--yes]`, `mihari resume JOB [--yes]`, `mihari ack JOB
+/// --reason R [--yes]`: the decisions recorded with the operator's words.
+pub fn note(
+    config: Option<&Path>,
+    action: Action,
+    job: &str,
+    reason: Option<&str>,
+    yes: bool,
+    out: &mut impl Write,
+) -> ExitCode {
+    if matches!(action, Action::Pause | Action::Acknowledge)
+        && reason.and_then(checked_reason).is_none()
+    {
+        let _ = writeln!(
+            io::stderr(),
+            "mihari: {} '{}' needs a reason: pass --reason 'why', in words the next operator \
+             will understand",
+            action.verb(),
+            inert(job)
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    on_job(config, action, job, reason, yes, out)
 }
 
 fn on_job(
     config: Option<&Path>,
     action: Action,
     job: &str,
+    reason: Option<&str>,
     yes: bool,
     out: &mut impl Write,
 ) -> ExitCode {
@@ -71,14 +98,17 @@ fn on_job(
     let now = Utc::now();
     engine.refresh(None, now);
     let decision = match engine.propose(action, job, now) {
+        Ok(Decision::Pause(mut plan)) => {
+            plan.reason = reason.and_then(checked_reason).unwrap_or_default();
+            Decision::Pause(plan)
+        }
+        Ok(Decision::Acknowledge(mut plan)) => {
+            plan.reason = reason.and_then(checked_reason).unwrap_or_default();
+            Decision::Acknowledge(plan)
+        }
         Ok(decision) => decision,
         Err(why) => {
-            let verb = match action {
-                Action::Restart => "restart",
-                Action::Release => "release",
-                Action::Approve => "approve",
-                Action::Deny => "deny",
-            };
+            let verb = action.verb();
             let outcome = effect::refuse(job, verb, &why, &config, actor(yes));
             return finish(outcome, out);
         }

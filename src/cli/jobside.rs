@@ -168,8 +168,41 @@ pub fn run(config: Option<&Path>, args: RunArgs) -> ExitCode {
             None
         }
     };
-    ExitCode::from(run_effect::execute(&plan, store, &mut stderr))
+    // A paused job runs for nobody: not for a restart, not for a timer that calls `mihari run`
+    // every night. Said, recorded, and exit EX_UNAVAILABLE.
+    if let Some(mut store) = store {
+        match store.last_event(Some(&plan.job), &[Kind::Paused, Kind::Resumed]) {
+            Ok(Some(pause)) if pause.kind == Kind::Paused.as_str() => {
+                let note = crate::core::OperatorNote::from_words(
+                    pause.reason.as_deref().unwrap_or(""),
+                    pause.actor.as_str(),
+                    pause.at,
+                );
+                let _ = writeln!(
+                    stderr,
+                    "mihari: job '{}' is paused (by {} at {}: {}); nothing was run: resume it \
+                     first (mihari resume {})",
+                    plan.job,
+                    note.by,
+                    note.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    note.reason,
+                    plan.job
+                );
+                let _ = store.append(
+                    crate::store::NewEvent::new(Kind::Refused)
+                        .job(&plan.job)
+                        .reason("run refused: the job is paused"),
+                );
+                return ExitCode::from(EXIT_PAUSED);
+            }
+            _ => return ExitCode::from(run_effect::execute(&plan, Some(store), &mut stderr)),
+        }
+    }
+    ExitCode::from(run_effect::execute(&plan, None, &mut stderr))
 }
+
+/// `mihari run` of a paused job: nothing runs (`EX_UNAVAILABLE`).
+pub const EXIT_PAUSED: u8 = 69;
 
 /// `mihari heartbeat JOB ...`: records the job's own report of its progress. Exit 0, or 3
 /// when the job is unknown, a count is past what the store holds, or the state store cannot

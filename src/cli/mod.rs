@@ -87,9 +87,39 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Pause a job on purpose: PAUSED until resumed — nobody restarts it, nothing escalates
+    /// it, every daily digest names it. Exit codes as for restart.
+    Pause {
+        job: String,
+        /// Why, for whoever looks next (required).
+        #[arg(long, value_name = "R")]
+        reason: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Resume a paused job: it is judged as usual again. Exit codes as for restart.
+    Resume {
+        job: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Acknowledge a job's broken rules (a failed restart, the cap spent, a duplicate spawn,
+    /// exited 0 short of its total) with a reason: they end, and the job leaves RED. Exit
+    /// codes as for restart.
+    Ack {
+        job: String,
+        /// What you found, for whoever looks next (required).
+        #[arg(long, value_name = "R")]
+        reason: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
-    /// job is already running.
+    /// job is already running, 69 when it is paused (nothing runs).
     Run(jobside::RunArgs),
     /// Record a heartbeat for a job: a progress source carrying done, total and position.
     Heartbeat(jobside::HeartbeatArgs),
@@ -141,6 +171,30 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Release { job, yes }) => {
             decide::release(cli.config.as_deref(), &job, yes, &mut out)
         }
+        Some(Command::Pause { job, reason, yes }) => decide::note(
+            cli.config.as_deref(),
+            crate::engine::Action::Pause,
+            &job,
+            Some(&reason),
+            yes,
+            &mut out,
+        ),
+        Some(Command::Resume { job, yes }) => decide::note(
+            cli.config.as_deref(),
+            crate::engine::Action::Resume,
+            &job,
+            None,
+            yes,
+            &mut out,
+        ),
+        Some(Command::Ack { job, reason, yes }) => decide::note(
+            cli.config.as_deref(),
+            crate::engine::Action::Acknowledge,
+            &job,
+            Some(&reason),
+            yes,
+            &mut out,
+        ),
         Some(Command::Run(args)) => jobside::run(cli.config.as_deref(), args),
         Some(Command::Heartbeat(args)) => jobside::heartbeat(cli.config.as_deref(), args),
         Some(Command::Approval(command)) => {

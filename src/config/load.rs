@@ -25,9 +25,29 @@ use self::raw::RawFile;
 use self::validate::Env;
 use super::Config;
 
-/// A jobs file larger than this is refused before parsing: no real watch list comes near
-/// it, and reading an arbitrary file (a log passed by mistake) into memory must stay bounded.
-const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// A jobs file larger than this is refused before parsing: a farm of tens of thousands of
+/// jobs fits, and reading an arbitrary file (a log passed by mistake) into memory must stay
+/// bounded.
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The YAML events aliases may replay in all. This, not the size of the file, is what stops
+/// an alias bomb ("billion laughs", plain or through merge keys): an honest farm that shares
+/// one stanza through `&anchor` / `*alias` in every job replays about a dozen events per job,
+/// so forty thousand such jobs fit.
+pub(super) const MAX_REPLAYED_EVENTS: usize = 500_000;
+/// The events anchors may hold copies of, in all: a bomb nests aliases inside anchors so each
+/// level holds ten times the one below; an honest anchor holds a stanza.
+pub(super) const MAX_ANCHORED_EVENTS: usize = 50_000;
+/// Text aliases may repeat beyond what the file itself holds: a long value aliased many
+/// times is refused before it costs memory.
+pub(super) const MAX_REPLAYED_SCALAR_BYTES: usize = 1024 * 1024;
+/// Aliases (`*name`), anchors (`&name`) and merge keys (`<<`) a file may use: one or two per
+/// job of a large farm.
+pub(super) const MAX_ALIASES: usize = 200_000;
+/// How deep mappings and lists may nest: a jobs file needs about six levels.
+pub(super) const MAX_DEPTH: usize = 32;
+/// How deep an alias may sit inside what another alias replays.
+pub(super) const MAX_REPLAY_DEPTH: usize = 16;
 
 /// Why the jobs file was refused. `Display` gives `file:line:col: message`, or `file: message`
 /// when there is no position (a missing or unreadable file).
@@ -204,31 +224,40 @@ fn load_str_with(source: &str, path: &Path, env: &Env) -> Result<Config, ConfigE
         return Err(too_large(path));
     }
     let parsed: Option<Spanned<RawFile>> =
-        serde_saphyr::from_str_with_options(source, yaml_options())
+        serde_saphyr::from_str_with_options(source, yaml_options(source.len()))
             .map_err(|err| src.yaml_error(&err))?;
     validate::validate(parsed, &src, &file, env)
 }
 
 /// How the YAML is read: YAML 1.2 booleans only (yes/no/on/off are refused, not guessed),
-/// duplicate keys refused, and budgets far above any real jobs file but low enough that an
-/// alias bomb ("billion laughs") is refused after a bounded amount of work and memory.
-fn yaml_options() -> serde_saphyr::Options {
+/// duplicate keys refused, and budgets that bound the EXPANSION — what aliases replay, how
+/// many of them, how deep — never the honest size of a file of `source_len` bytes. A node
+/// takes at least a byte of the file, so the file's own size bounds its honest nodes and
+/// events (and [`MAX_FILE_BYTES`] bounds the file); what aliases add on top is bounded by
+/// [`MAX_REPLAYED_EVENTS`], [`MAX_ANCHORED_EVENTS`] and [`MAX_REPLAYED_SCALAR_BYTES`], so an
+/// alias bomb is refused
+/// after a bounded amount of work and memory, and a farm of ten thousand jobs loads.
+fn yaml_options(source_len: usize) -> serde_saphyr::Options {
     serde_saphyr::options! {
         strict_booleans: true,
         duplicate_keys: DuplicateKeyPolicy::Error,
         budget: serde_saphyr::budget! {
-            max_events: 200_000,
-            max_nodes: 100_000,
-            max_aliases: 2_000,
-            max_anchors: 2_000,
-            max_depth: 32,
-            max_merge_keys: 2_000,
-            max_total_scalar_bytes: 4 * 1024 * 1024,
+            max_events: 2 * source_len + MAX_REPLAYED_EVENTS + 16,
+            max_nodes: source_len + MAX_REPLAYED_EVENTS + 16,
+            max_aliases: MAX_ALIASES,
+            max_anchors: MAX_ALIASES,
+            max_depth: MAX_DEPTH,
+            max_merge_keys: MAX_ALIASES,
+            max_total_scalar_bytes: source_len + MAX_REPLAYED_SCALAR_BYTES,
+            // One anchor aliased by every job of a farm is honest: the replay budget above,
+            // not a ratio of aliases to anchors, is what refuses a bomb.
+            enforce_alias_anchor_ratio: false,
+            max_recorded_anchor_events: MAX_ANCHORED_EVENTS,
         },
         alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: 10_000,
-            max_replay_stack_depth: 16,
-            max_alias_expansions_per_anchor: 1_000,
+            max_total_replayed_events: MAX_REPLAYED_EVENTS,
+            max_replay_stack_depth: MAX_REPLAY_DEPTH,
+            max_alias_expansions_per_anchor: MAX_ALIASES,
         },
     }
 }

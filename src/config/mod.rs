@@ -51,6 +51,9 @@ pub enum Predicate {
     /// No live process holds `resource_lock` (default: `lock`; for a job declared by
     /// `process` alone: no matching process lives).
     ResourceFree,
+    /// The last run `mihari run` recorded for the job did not exit 0: a one-shot job with
+    /// nothing to count (an rsync, a dd, a tqdm loop) is due until a run of it succeeds.
+    NotSucceeded,
 }
 
 impl Predicate {
@@ -58,6 +61,7 @@ impl Predicate {
         match self {
             Predicate::NotComplete => "not_complete",
             Predicate::ResourceFree => "resource_free",
+            Predicate::NotSucceeded => "not_succeeded",
         }
     }
 }
@@ -96,9 +100,18 @@ pub struct JobSpec {
     pub restart: Option<RestartSpec>,
     pub checks: Vec<CheckSpec>,
     pub timeouts: Timeouts,
+    /// `stall_sec: never`: the job is idle by nature (a server that logs only on requests)
+    /// and is never STALLED; `stall_sec` then keeps its default and is not used.
+    pub stall_never: bool,
 }
 
 impl JobSpec {
+    /// How old progress may get while the job is alive before it is STALLED; `None` for
+    /// `stall_sec: never`.
+    pub fn stall_limit(&self) -> Option<u64> {
+        (!self.stall_never).then_some(self.stall_sec)
+    }
+
     /// The lock `resource_free` looks at: `resource_lock`, else `lock`.
     pub fn resource_lock_path(&self) -> Option<&Path> {
         self.resource_lock.as_deref().or(self.lock.as_deref())

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::evidence::{
     Carried, CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, MatchedProcess,
-    PendingApproval, Reading,
+    OperatorNote, PendingApproval, Reading, RunExit,
 };
 use crate::config::{JobSpec, Predicate};
 
@@ -18,6 +18,9 @@ use crate::config::{JobSpec, Predicate};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum State {
+    /// The operator paused it on purpose (`mihari pause`): nobody restarts it and nothing
+    /// escalates it until it is resumed. Decided first, whatever else is true.
+    Paused,
     /// The lock exists but its holder is dead: followers would wait forever.
     DeadLockStale,
     /// The lock exists but the holder's liveness cannot be decided, or a predicate or a
@@ -29,7 +32,8 @@ pub enum State {
     Running,
     /// Not running, and every `should_run_when` predicate holds: the 57 minutes nobody saw.
     ShouldBeRunning,
-    /// Not running, and done has reached `expected_total`.
+    /// Not running, and done has reached `expected_total` — or, with `not_succeeded`, the
+    /// last run exited 0.
     Complete,
     /// Not running, and not due.
     NotRunning,
@@ -38,6 +42,7 @@ pub enum State {
 impl State {
     pub fn as_str(self) -> &'static str {
         match self {
+            State::Paused => "PAUSED",
             State::DeadLockStale => "DEAD_LOCK_STALE",
             State::Unknown => "UNKNOWN",
             State::Stalled => "STALLED",
@@ -53,7 +58,8 @@ impl State {
         State::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
-    pub const ALL: [State; 7] = [
+    pub const ALL: [State; 8] = [
+        State::Paused,
         State::DeadLockStale,
         State::Unknown,
         State::Stalled,
@@ -143,6 +149,11 @@ pub struct Assessment {
     pub held: Option<String>,
     /// Approvals the job waits for; they show whatever the bucket.
     pub pending_approvals: Vec<PendingApproval>,
+    /// How the last run `mihari run` recorded ended; `None` when none has ended (SPEC §8
+    /// `last_exit`).
+    pub last_exit: Option<RunExit>,
+    /// Who paused the job, when and why, while it stays paused.
+    pub paused: Option<OperatorNote>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -167,7 +178,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
                 .map(|at| (seconds_between(at, now), ProgressSource::HolderStart))
         });
 
-    let state = if let Some(Reading::Fault(error)) = &evidence.lock {
+    let judged = if let Some(Reading::Fault(error)) = &evidence.lock {
         reasons.push(format!(
             "lock: fault: {error}; cannot tell whether a holder is alive"
         ));
@@ -185,7 +196,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         state
     } else if let Some((age, source)) =
         age_sec.filter(|_| job.lock.is_none() && job.process.is_none())
-        && age <= job.stall_sec as f64
+        && job.stall_limit().is_none_or(|limit| age <= limit as f64)
     {
         reasons.push(format!(
             "no lock declared; progress {} ago ({}) counts as running",
@@ -196,6 +207,33 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     } else {
         judge_not_holding(job, evidence, &done, &mut reasons)
     };
+    // A pause is the operator's on purpose: it comes first, and what the job would be
+    // otherwise stays in the reasons, below it.
+    let paused = evidence.history.paused.clone();
+    let state = match &paused {
+        Some(pause) => {
+            reasons.insert(
+                0,
+                format!(
+                    "paused by {} at {}: {} (mihari resume {})",
+                    pause.by,
+                    pause.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    pause.reason,
+                    job.id
+                ),
+            );
+            if let Some(underneath) = reasons.get_mut(1) {
+                *underneath = format!("underneath: {underneath}");
+            }
+            State::Paused
+        }
+        None => judged,
+    };
+    let last_exit = evidence
+        .history
+        .last_run
+        .as_ref()
+        .and_then(|run| run.exit.clone());
 
     // Done faults come from the same countable sources, so this names each fault once.
     for (source, error) in &progress.faults {
@@ -231,8 +269,9 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         }
     }
 
-    let broken = !evidence.history.broken_rules.is_empty();
-    for rule in &evidence.history.broken_rules {
+    let rules = standing_rules(job, evidence, &done, judged);
+    let broken = !rules.is_empty();
+    for rule in &rules {
         reasons.push(format!("rule broken: {rule}"));
     }
     let timeouts = timeouts_exceeded(job, state, &evidence.history, now);
@@ -241,6 +280,8 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     // A broken rule (the daily cap spent, a failed restart, a duplicate spawn) puts the job in
     // RED even when it also needs a restart: it is a human's to look at first.
     let bucket = match state {
+        // Paused on purpose: listed after the action list, never in it.
+        State::Paused => None,
         _ if broken => Some(Bucket::Red),
         State::DeadLockStale => Some(Bucket::Restart),
         State::ShouldBeRunning if started_before => Some(Bucket::Restart),
@@ -272,6 +313,8 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         started_before,
         held: None,
         pending_approvals: evidence.pending_approvals.clone(),
+        last_exit,
+        paused,
     }
 }
 
@@ -428,6 +471,42 @@ fn stopped_words(holder: &LockHolder) -> &'static str {
     }
 }
 
+/// The job's broken rules that still stand at this judgment: the event log's (a failed
+/// restart, the cap spent, a duplicate spawn), and a run that exited 0 short of its
+/// expected total. Every one of them ends when the job is seen healthy — RUNNING now, or a
+/// `state-changed ... -> RUNNING` or `verified` newer than it in the event log — or when the
+/// operator acknowledges it (`mihari ack`): until one of the two, it stays RED.
+fn standing_rules(job: &JobSpec, evidence: &Evidence, done: &Done, state: State) -> Vec<String> {
+    if state == State::Running {
+        return Vec::new();
+    }
+    let history = &evidence.history;
+    let mut rules = history.broken_rules.clone();
+    let ended = [
+        history.acknowledged.as_ref().map(|ack| ack.at),
+        history.seen_healthy,
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    if let (Some(exit), Some(done), Some(total)) = (
+        history.last_run.as_ref().and_then(|run| run.exit.as_ref()),
+        done.known(),
+        expected_total(job, evidence),
+    ) && exit.succeeded()
+        && done < total
+        && ended.is_none_or(|ended| exit.at > ended)
+    {
+        rules.push(format!(
+            "exited 0 at {done} of {total} ({}): the run ended as a success short of its \
+             total; look at why, then restart it or acknowledge (mihari ack {})",
+            exit.at.format("%Y-%m-%d %H:%M:%S UTC"),
+            job.id
+        ));
+    }
+    rules
+}
+
 /// The state of a job whose holder is known: its lock file exists, or a process matches.
 fn judge_holder(
     job: &JobSpec,
@@ -451,7 +530,7 @@ fn judge_holder(
             State::Unknown
         }
         Liveness::Alive => match age_sec {
-            Some((age, source)) if age > job.stall_sec as f64 => {
+            Some((age, source)) if job.stall_limit().is_some_and(|limit| age > limit as f64) => {
                 if progress.faults.is_empty() && progress.missing.is_none() {
                     reasons.push(format!(
                         "{who}, alive{stopped}, but no progress for {} (freshest: {}; \
@@ -483,8 +562,13 @@ fn judge_holder(
                 }
             }
             Some((age, source)) => {
+                let never = if job.stall_never {
+                    "; stall_sec never: idle by nature, never STALLED"
+                } else {
+                    ""
+                };
                 reasons.push(format!(
-                    "{who}, alive{stopped}; progress {} ago ({})",
+                    "{who}, alive{stopped}; progress {} ago ({}){never}",
                     fmt_secs(age),
                     source.as_str()
                 ));
@@ -518,10 +602,24 @@ fn judge_not_holding(
         }
     }
     let total = expected_total(job, evidence);
-    let complete = match (done.known(), total) {
+    let counted_complete = match (done.known(), total) {
         (Some(done), Some(total)) => done >= total,
         _ => false,
     };
+    // With not_succeeded, a run that exited 0 is the end of the job — unless what it counted
+    // says it stopped short (then it is a broken rule, not COMPLETE).
+    let succeeded = evidence
+        .history
+        .last_run
+        .as_ref()
+        .and_then(|run| run.exit.as_ref())
+        .filter(|exit| exit.succeeded())
+        .filter(|_| job.should_run_when.contains(&Predicate::NotSucceeded));
+    let short = matches!(
+        (done.known(), total),
+        (Some(done), Some(total)) if done < total
+    );
+    let complete = counted_complete || (succeeded.is_some() && !short);
     if !undecidable.is_empty() {
         reasons.push(format!(
             "not running; cannot tell whether it should run: {}",
@@ -532,11 +630,17 @@ fn judge_not_holding(
         reasons.push(format!("not running, but should: {}", held.join(" and ")));
         State::ShouldBeRunning
     } else if complete {
-        reasons.push(format!(
-            "complete: {} of {} done",
-            done.known().unwrap_or(0),
-            total.unwrap_or(0)
-        ));
+        match succeeded {
+            Some(exit) if !counted_complete => reasons.push(format!(
+                "complete: the last run exited 0 at {}",
+                exit.at.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+            _ => reasons.push(format!(
+                "complete: {} of {} done",
+                done.known().unwrap_or(0),
+                total.unwrap_or(0)
+            )),
+        }
         State::Complete
     } else {
         reasons.push(format!("not running, and not due: {}", failed.join("; ")));
@@ -576,6 +680,31 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
                 Some(held) => match held.holder.liveness {
                     Liveness::Alive => Verdict::Fails(format!("{} holds it, alive", held.who)),
                     _ => Verdict::Undecidable(format!("{}: {}", held.who, held.holder.why)),
+                },
+            }
+        }
+        Predicate::NotSucceeded => {
+            let history = &evidence.history;
+            if let Some(why) = &history.unreadable {
+                return Verdict::Undecidable(format!("the event log cannot be read: {why}"));
+            }
+            let at = |at: DateTime<Utc>| at.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+            match &history.last_run {
+                None => Verdict::Holds("no run of it is recorded yet".to_string()),
+                Some(run) => match &run.exit {
+                    Some(exit) if exit.succeeded() => {
+                        Verdict::Fails(format!("the last run exited 0 at {}", at(exit.at)))
+                    }
+                    Some(exit) => {
+                        Verdict::Holds(format!("the last run {} at {}", exit.words(), at(exit.at)))
+                    }
+                    None => Verdict::Holds(match run.started {
+                        Some(started) => format!(
+                            "the last run started at {} and recorded no exit",
+                            at(started)
+                        ),
+                        None => "the last run recorded no exit".to_string(),
+                    }),
                 },
             }
         }

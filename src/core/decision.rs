@@ -24,6 +24,11 @@ pub enum Decision {
     Release(ReleasePlan),
     Approve(ApprovalPlan),
     Deny(ApprovalPlan),
+    /// Stop a job on purpose: PAUSED until resumed; nobody restarts it, nothing escalates it.
+    Pause(NotePlan),
+    Resume(NotePlan),
+    /// End a job's broken rules: the operator has looked.
+    Acknowledge(NotePlan),
 }
 
 impl Decision {
@@ -33,6 +38,9 @@ impl Decision {
             Decision::Restart(plan) => &plan.job,
             Decision::Release(plan) => &plan.job,
             Decision::Approve(plan) | Decision::Deny(plan) => &plan.job,
+            Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
+                &plan.job
+            }
         }
     }
 
@@ -43,7 +51,26 @@ impl Decision {
             Decision::Release(_) => "release",
             Decision::Approve(_) => "approve",
             Decision::Deny(_) => "deny",
+            Decision::Pause(_) => "pause",
+            Decision::Resume(_) => "resume",
+            Decision::Acknowledge(_) => "acknowledge",
         }
+    }
+
+    /// The operator's decisions recorded with their words, which ask for a reason
+    /// (pause, acknowledge) or none (resume): no dialog field asks for a job id.
+    pub fn note(&self) -> Option<&NotePlan> {
+        match self {
+            Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
+                Some(plan)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the operator must give a reason before it is carried out.
+    pub fn needs_reason(&self) -> bool {
+        matches!(self, Decision::Pause(_) | Decision::Acknowledge(_))
     }
 
     /// The key the decision is recorded under: the claim key of a restart, the approval key,
@@ -53,6 +80,9 @@ impl Decision {
             Decision::Restart(plan) => &plan.key,
             Decision::Release(plan) => &plan.key,
             Decision::Approve(plan) | Decision::Deny(plan) => &plan.key,
+            Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
+                &plan.key
+            }
         }
     }
 }
@@ -159,6 +189,53 @@ pub struct ReleasePlan {
     pub holder: HolderView,
 }
 
+/// A decision whose whole effect is its record, with the operator's words: a pause, a
+/// resume, an acknowledgement of broken rules.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotePlan {
+    pub job: String,
+    /// The key the decision is recorded under when declined: a hash of what it is about.
+    pub key: String,
+    /// The job's state when the decision was proposed.
+    pub state: State,
+    /// What it is about, one line each: the pause a resume ends, the rules an
+    /// acknowledgement ends.
+    pub about: Vec<String>,
+    /// The operator's reason (required for a pause and an acknowledgement).
+    pub reason: String,
+    /// Who decides: the operator's user name.
+    pub by: String,
+}
+
+impl NotePlan {
+    /// A plan for `verb` on `job` in `state`, about `about`, decided by `by`; the reason is
+    /// the operator's to give.
+    pub fn new(job: &str, verb: &str, state: State, about: Vec<String>, by: &str) -> NotePlan {
+        NotePlan {
+            job: job.to_string(),
+            key: claim_key(job, verb, &about.join("\n")),
+            state,
+            about,
+            reason: String::new(),
+            by: by.to_string(),
+        }
+    }
+}
+
+/// The longest reason an operator's note keeps, in characters: a sentence, not a document.
+pub const REASON_LIMIT: usize = 300;
+
+/// The operator's reason as it is recorded: inert, trimmed, at most [`REASON_LIMIT`]
+/// characters; `None` when nothing is left of it (a pause and an acknowledgement need one).
+pub fn checked_reason(raw: &str) -> Option<String> {
+    let text = super::text::inert(raw.trim());
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    Some(text.chars().take(REASON_LIMIT).collect())
+}
+
 /// An approval request as the dialog shows it; `reason` is the operator's, for a denial.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApprovalPlan {
@@ -245,6 +322,39 @@ impl Decision {
                         .into(),
                 ),
             ],
+            Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
+                let mut lines = vec![(
+                    "job".into(),
+                    format!("{} ({})", plan.job, plan.state.as_str()),
+                )];
+                let label = match self {
+                    Decision::Resume(_) => "paused",
+                    Decision::Acknowledge(_) => "ends",
+                    _ => "now",
+                };
+                for line in &plan.about {
+                    lines.push((label.into(), line.clone()));
+                }
+                let effect = match self {
+                    Decision::Pause(_) => {
+                        "PAUSED until resumed: nobody restarts it, nothing escalates it, every \
+                         daily digest names it"
+                    }
+                    Decision::Resume(_) => {
+                        "judged again as usual: restarts and escalations as the rules allow"
+                    }
+                    _ => {
+                        "these rules end now (a rule broken again later is RED again); \
+                         failing checks are not rules and stay until they pass"
+                    }
+                };
+                lines.push(("effect".into(), effect.into()));
+                lines.push(("by".into(), plan.by.clone()));
+                if !plan.reason.is_empty() {
+                    lines.push(("reason".into(), plan.reason.clone()));
+                }
+                lines
+            }
             Decision::Approve(plan) | Decision::Deny(plan) => {
                 let mut lines = vec![
                     ("job".into(), plan.job.clone()),
@@ -263,6 +373,17 @@ impl Decision {
 
 /// Why a restart may not be proposed for this row, or `None` when it may.
 pub fn restart_refusal(row: &Assessment) -> Option<String> {
+    if let Some(pause) = &row.paused {
+        return Some(format!(
+            "'{}' is paused (by {} at {}: {}): nobody restarts a paused job; resume it first \
+             (mihari resume {})",
+            row.id,
+            pause.by,
+            pause.at.format("%Y-%m-%d %H:%M:%S UTC"),
+            pause.reason,
+            row.id
+        ));
+    }
     match row.bucket {
         Some(Bucket::Restart) => None,
         // A job in RED for a broken rule that also needs a restart: the human who has looked
@@ -310,7 +431,8 @@ pub fn needs_restart(row: &Assessment) -> bool {
 /// Why a release may not be proposed for this row, or `None` when it may.
 pub fn release_refusal(row: &Assessment) -> Option<String> {
     match (row.state, row.liveness) {
-        (State::DeadLockStale, Some(Liveness::Dead)) => None,
+        // A paused job's dead lock may be cleaned up: a release starts nothing.
+        (State::DeadLockStale | State::Paused, Some(Liveness::Dead)) => None,
         (_, Some(Liveness::Alive)) => Some(format!(
             "the holder of '{}' is alive; a live holder's lock is never released",
             row.id

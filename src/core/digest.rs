@@ -50,16 +50,20 @@ pub enum DigestCategory {
     Timeout,
     /// Anything else worth a line once a day.
     Other,
+    /// A job that stays paused: named in every digest while it is, so a pause is never a
+    /// silent hole.
+    Paused,
 }
 
 impl DigestCategory {
-    pub const ALL: [DigestCategory; 6] = [
+    pub const ALL: [DigestCategory; 7] = [
         DigestCategory::StallSeen,
         DigestCategory::MachineRestart,
         DigestCategory::Suppressed,
         DigestCategory::Completed,
         DigestCategory::Timeout,
         DigestCategory::Other,
+        DigestCategory::Paused,
     ];
 
     /// The category as stored and printed.
@@ -71,6 +75,7 @@ impl DigestCategory {
             DigestCategory::Completed => "completed",
             DigestCategory::Timeout => "timeout",
             DigestCategory::Other => "other",
+            DigestCategory::Paused => "paused",
         }
     }
 

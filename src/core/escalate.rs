@@ -5,8 +5,8 @@
 //! a rule found broken (a failing check, the daily cap spent, a duplicate spawn, no watcher);
 //! a job stopped that the machine cannot restart. Everything else waits for the daily digest.
 //! A condition is escalated once per episode: it starts when the job enters the condition and
-//! ends when the job leaves it. Pure: this module lists the conditions that hold now; the
-//! watcher and the dashboard remember which were already told.
+//! ends when the job leaves it. A paused job escalates nothing. Pure: this module lists the
+//! conditions that hold now; the watcher and the dashboard remember which were already told.
 
 use serde::Serialize;
 
@@ -77,6 +77,11 @@ pub fn conditions<'a>(
         let Some(job) = jobs.iter().find(|j| j.id == row.id) else {
             continue;
         };
+        // Paused on purpose: nothing about it interrupts anyone until it is resumed; the
+        // daily digest names it instead, so the pause is never a silent hole.
+        if row.state == super::assess::State::Paused {
+            continue;
+        }
         let add = |found: &mut Vec<Condition>, kind, message: String| {
             found.push(Condition {
                 job: row.id.clone(),

@@ -280,5 +280,177 @@ pub struct History {
     /// The watcher's automatic spawns of this job in the last 24 h, oldest first.
     pub auto_spawns_24h: Vec<DateTime<Utc>>,
     /// Rules found broken for this job, in words ("the last restart failed: ..."): RED.
+    /// Only the rules that still stand: a rule ends when the job is next seen healthy or
+    /// when the operator acknowledges it (see [`History::seen_healthy`]).
     pub broken_rules: Vec<String>,
+    /// The last run `mihari run` recorded for this job: the basis of `not_succeeded`.
+    pub last_run: Option<LastRun>,
+    /// The operator's pause, while the job stays paused (a `paused` newer than any `resumed`).
+    pub paused: Option<OperatorNote>,
+    /// The newest acknowledgement of the job's broken rules: rules older than it have ended.
+    pub acknowledged: Option<OperatorNote>,
+    /// When the job was last seen healthy by the event log: a `state-changed ... -> RUNNING`
+    /// or a `verified` restart. Broken rules older than it have ended.
+    pub seen_healthy: Option<DateTime<Utc>>,
+    /// Restarts of this job that failed since it was last seen healthy or acknowledged: the
+    /// attempt count of the current episode, across claim keys.
+    pub failed_restarts: u64,
+    /// Why the event log could not be read, when it could not: then nothing above is known,
+    /// and a predicate that needs it (`not_succeeded`) cannot be evaluated.
+    pub unreadable: Option<String>,
+}
+
+/// How the last run `mihari run` recorded for a job stands: when it started and, once it
+/// has ended, how.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LastRun {
+    /// When it started (its `started` event); `None` when only its end is recorded.
+    pub started: Option<DateTime<Utc>>,
+    /// How it ended; `None` while no end is recorded (it runs, or its supervisor was killed).
+    pub exit: Option<RunExit>,
+}
+
+/// How one run ended, as `mihari run` recorded it: an exit code, or the signal that killed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunExit {
+    pub at: DateTime<Utc>,
+    /// The exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// The signal's name ("SIGTERM"), when a signal ended it.
+    pub signal: Option<String>,
+}
+
+impl RunExit {
+    /// Reads an `exited` event's reason as `mihari run` writes it ("exit 3", "killed by
+    /// SIGTERM", "killed by SIGSEGV (core dumped)"). Anything else is an end of unknown kind:
+    /// neither a code nor a signal, so never a success.
+    pub fn from_words(words: &str, at: DateTime<Utc>) -> RunExit {
+        // `mihari run` may add how long its tree outlived the command after a ';' ("exit 0;
+        // the last process of its tree left 3.0 s after it"): the end is what comes before.
+        let words = words.split(';').next().unwrap_or_default().trim();
+        let code = words
+            .strip_prefix("exit ")
+            .and_then(|n| n.trim().parse::<i32>().ok());
+        let signal = words.strip_prefix("killed by ").map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or("a signal")
+                .to_string()
+        });
+        RunExit { at, code, signal }
+    }
+
+    /// Whether the run exited 0: the only end that counts as success.
+    pub fn succeeded(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// The end in words: "exited 1", "was killed by SIGTERM", "ended in an unknown way".
+    pub fn words(&self) -> String {
+        match (&self.code, &self.signal) {
+            (Some(code), _) => format!("exited {code}"),
+            (None, Some(signal)) => format!("was killed by {signal}"),
+            (None, None) => "ended in an unknown way".to_string(),
+        }
+    }
+}
+
+/// A decision an operator recorded with a reason: a pause, an acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OperatorNote {
+    pub at: DateTime<Utc>,
+    /// Who: the operator's user name as recorded, or the event's actor when none was.
+    pub by: String,
+    /// Why, in the operator's words (already inert).
+    pub reason: String,
+}
+
+impl OperatorNote {
+    /// The reason an event carries for a decision of an operator's: "by alice: why".
+    pub fn reason_words(by: &str, reason: &str) -> String {
+        format!("by {by}: {reason}")
+    }
+
+    /// Reads back [`OperatorNote::reason_words`]; `actor` names who when the words name no one.
+    pub fn from_words(words: &str, actor: &str, at: DateTime<Utc>) -> OperatorNote {
+        let named = words
+            .strip_prefix("by ")
+            .and_then(|rest| rest.split_once(": "))
+            .filter(|(by, _)| !by.is_empty() && !by.contains(char::is_whitespace));
+        let (by, reason) = match named {
+            Some((by, reason)) => (by.to_string(), reason.to_string()),
+            None => (actor.to_string(), words.to_string()),
+        };
+        OperatorNote {
+            at,
+            by: super::text::inert(&by),
+            reason: super::text::inert(&reason),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_is_read_back_from_the_words_mihari_run_records() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        let rows = [
+            ("exit 0", Some(0), None, true, "exited 0"),
+            ("exit 3", Some(3), None, false, "exited 3"),
+            (
+                "killed by SIGTERM",
+                None,
+                Some("SIGTERM"),
+                false,
+                "was killed by SIGTERM",
+            ),
+            (
+                "killed by SIGSEGV (core dumped)",
+                None,
+                Some("SIGSEGV"),
+                false,
+                "was killed by SIGSEGV",
+            ),
+            (
+                "ended in an unknown way",
+                None,
+                None,
+                false,
+                "ended in an unknown way",
+            ),
+            ("", None, None, false, "ended in an unknown way"),
+            // A daemonizing launcher: its tree outlived it (`mihari run` as a subreaper).
+            (
+                "exit 0; the last process of its tree left 30.2 s after it",
+                Some(0),
+                None,
+                true,
+                "exited 0",
+            ),
+        ];
+        for (words, code, signal, succeeded, said) in rows {
+            let exit = RunExit::from_words(words, at);
+            assert_eq!(exit.code, code, "{words}");
+            assert_eq!(exit.signal.as_deref(), signal, "{words}");
+            assert_eq!(exit.succeeded(), succeeded, "{words}");
+            assert_eq!(exit.words(), said, "{words}");
+        }
+    }
+
+    #[test]
+    fn an_operators_note_names_who_and_why_and_falls_back_to_the_actor() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        let words = OperatorNote::reason_words("alice", "upstream down: wait for ops");
+        assert_eq!(words, "by alice: upstream down: wait for ops");
+        let note = OperatorNote::from_words(&words, "cli", at);
+        assert_eq!(note.by, "alice");
+        assert_eq!(note.reason, "upstream down: wait for ops");
+        let unnamed = OperatorNote::from_words("maintenance", "operator", at);
+        assert_eq!(unnamed.by, "operator");
+        assert_eq!(unnamed.reason, "maintenance");
+        let hostile = OperatorNote::from_words("by eve: \u{1b}]0;pwned\u{7}", "cli", at);
+        assert!(super::super::text::is_inert(&hostile.reason), "{hostile:?}");
+    }
 }

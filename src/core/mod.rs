@@ -18,7 +18,8 @@ pub mod watch;
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;
 pub use evidence::{
-    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LineCount, Liveness,
-    LockHolder, ManifestReading, MatchedProcess, PendingApproval, Reading, TableReading,
+    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LastRun, LineCount,
+    Liveness, LockHolder, ManifestReading, MatchedProcess, OperatorNote, PendingApproval, Reading,
+    RunExit, TableReading,
 };
 pub use order::{ActionList, order, order_with_rules};

@@ -12,7 +12,8 @@ use super::assess::{Assessment, Bucket};
 pub struct ActionList {
     /// Rows needing a human, in bucket order; within a bucket, in jobs-file order.
     pub actions: Vec<Assessment>,
-    /// RUNNING, COMPLETE and NOT_RUNNING jobs with nothing to do, in jobs-file order.
+    /// RUNNING, COMPLETE and NOT_RUNNING jobs with nothing to do, in jobs-file order, then
+    /// the PAUSED ones.
     pub rest: Vec<Assessment>,
     /// Why dispatch is held (the RED jobs and rules), or `None` when nothing is RED.
     pub dispatch_held: Option<String>,
@@ -72,8 +73,11 @@ pub fn order_with_rules(assessments: Vec<Assessment>, rules: Vec<String>) -> Act
     red.extend(rules.iter().map(String::as_str));
     let dispatch_held = (!red.is_empty()).then(|| format!("RED: {}", red.join(", ")));
 
-    let (mut actions, rest): (Vec<Assessment>, Vec<Assessment>) =
+    let (mut actions, mut rest): (Vec<Assessment>, Vec<Assessment>) =
         assessments.into_iter().partition(|a| a.bucket.is_some());
+    // Paused jobs come last of all, together, so a pause is seen and never lost among the
+    // running ones (a stable sort: jobs-file order among them).
+    rest.sort_by_key(|a| a.state == super::assess::State::Paused);
     // A stable sort keeps jobs-file order within each bucket.
     actions.sort_by_key(|a| a.bucket);
     if let Some(why) = &dispatch_held {

@@ -236,6 +236,25 @@ impl Brain {
     }
 }
 
+/// The digest's line for each job that stays paused, as (job, words): every daily digest
+/// names a paused job — who paused it, since when and why — for as long as it stays paused.
+pub fn paused_digest(list: &ActionList) -> Vec<(String, String)> {
+    list.rows()
+        .filter_map(|row| {
+            let pause = row.paused.as_ref()?;
+            Some((
+                row.id.clone(),
+                format!(
+                    "still paused (by {} since {}): {}",
+                    pause.by,
+                    pause.at.format("%Y-%m-%d %H:%M UTC"),
+                    pause.reason
+                ),
+            ))
+        })
+        .collect()
+}
+
 /// The condition of a job the machine cannot restart.
 fn unrestartable(job: &str, why: &str) -> Condition {
     Condition {

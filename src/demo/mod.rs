@@ -71,6 +71,7 @@ pub fn run_demo(
     let mut crew = Crew::default();
     crew.start(&exe, sandbox.path())
         .map_err(|e| format!("cannot start the simulated jobs: {e}"))?;
+    record_decisions(&exe, &jobs_file)?;
     let format = match shown {
         Shown::Dashboard => {
             let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
@@ -110,6 +111,38 @@ pub fn run_demo(
     Ok(ExitCode::from(status_code(&snapshot)))
 }
 
+/// What the demo does through mihari's own commands, as an operator would: `mihari run` a
+/// one-shot job to its end (exit 0: COMPLETE by `not_succeeded`, with nothing to count), and
+/// `mihari pause` a job with a reason (PAUSED, listed after the action list).
+fn record_decisions(exe: &Path, jobs_file: &Path) -> Result<(), String> {
+    let mihari = |args: &[&str]| {
+        Command::new(exe)
+            .arg("--config")
+            .arg(jobs_file)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run 'mihari {}': {e}", args.join(" ")))
+    };
+    let ran = mihari(&["run", "oneshot"])?;
+    if !ran.success() {
+        return Err(format!("the one-shot job 'oneshot' did not exit 0 ({ran})"));
+    }
+    let paused = mihari(&[
+        "pause",
+        "reindex",
+        "--reason",
+        "search cluster upgrade until Monday; do not start the reindex",
+        "--yes",
+    ])?;
+    if !paused.success() {
+        return Err(format!("the job 'reindex' could not be paused ({paused})"));
+    }
+    Ok(())
+}
+
 /// The sandbox folder: a temp dir removed at the end, or the operator's `--dir`, kept.
 enum Sandbox {
     Temporary(tempfile::TempDir),
@@ -141,6 +174,8 @@ impl Sandbox {
                 let _ = fs::remove_file(dir.join(name));
             }
             let _ = fs::remove_dir_all(dir.join("jobs"));
+            // An earlier demo's event log would carry its runs and pauses into this one.
+            let _ = fs::remove_dir_all(dir.join("state"));
         }
         fs::create_dir_all(dir).map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
         if fresh {
@@ -554,6 +589,24 @@ jobs:
     log: jobs/idle.log
     resource_lock: jobs/seed303.lock
     should_run_when: [resource_free]
+  - id: oneshot
+    name: One-shot copy with nothing to count (like an rsync), run by mihari run
+    owner: batch-team
+    lock: jobs/oneshot.lock
+    log: jobs/oneshot.log
+    should_run_when: [not_succeeded]
+    restart:
+      command: ["{exe}", "sim", "worker", "--log", "jobs/oneshot.log", "--progress-every-ms", "10", "--total", "5", "--finish"]
+      cwd: .
+  - id: reindex
+    name: Search reindex, paused by an operator
+    owner: search-team
+    lock: jobs/reindex.lock
+    log: jobs/reindex.log
+    should_run_when: [resource_free]
+    restart:
+      command: ["{exe}", "sim", "worker", "--log", "jobs/reindex.log", "--total", "50"]
+      cwd: .
 "#
     )
 }

@@ -19,7 +19,8 @@ pub mod watch_lock;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::core::decision::{ApprovalPlan, Decision, RestartPlan};
+use crate::core::decision::{ApprovalPlan, Decision, NotePlan, RestartPlan, checked_reason};
+use crate::core::evidence::OperatorNote;
 use crate::store::{Actor, ClaimOutcome, ClaimState, Kind, NewEvent, RestartClaim, Store};
 
 /// What became of a decision.
@@ -40,6 +41,9 @@ pub enum OutcomeKind {
     Duplicate,
     /// It was tried and did not work (spawn error, lock not taken within the grace period).
     Failed,
+    /// A decision whose whole effect is its record (a pause, a resume, an acknowledgement)
+    /// was recorded.
+    Recorded,
 }
 
 impl OutcomeKind {
@@ -51,6 +55,7 @@ impl OutcomeKind {
                 | OutcomeKind::Released
                 | OutcomeKind::Approved
                 | OutcomeKind::Denied
+                | OutcomeKind::Recorded
         )
     }
 }
@@ -115,6 +120,111 @@ pub fn execute(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
         }
         Decision::Approve(plan) => decide(plan, true, &mut store),
         Decision::Deny(plan) => decide(plan, false, &mut store),
+        Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
+            note(decision, plan, &mut store)
+        }
+    }
+}
+
+/// Who the operator is, as a decision records it: the user name of this process's real
+/// user (`sudo` keeps the one who asked, in `$SUDO_USER`), else its uid.
+pub fn operator_name() -> String {
+    let uid = nix::unistd::getuid();
+    if uid.is_root()
+        && let Some(asked) = std::env::var("SUDO_USER").ok().filter(|u| is_user_name(u))
+    {
+        return asked;
+    }
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) if is_user_name(&user.name) => user.name,
+        _ => format!("uid {}", uid.as_raw()),
+    }
+}
+
+/// A user name as POSIX spells them: what a recorded "by NAME:" can be read back from.
+fn is_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '$'))
+}
+
+/// Carries out a pause, a resume or an acknowledgement: the event is the whole effect, and
+/// it is refused (and recorded as refused) when it would say nothing — a pause of a paused
+/// job, a resume of a running one, an acknowledgement without a reason.
+fn note(decision: &Decision, plan: &NotePlan, store: &mut Store) -> Outcome {
+    let verb = decision.verb();
+    let refuse = |store: &mut Store, why: String| {
+        let _ = store.append(
+            NewEvent::new(Kind::Refused)
+                .job(&plan.job)
+                .key(&plan.key)
+                .reason(format!("{verb} refused: {why}")),
+        );
+        Outcome::new(
+            OutcomeKind::Refused,
+            format!("{verb} of '{}' refused: {why}", plan.job),
+        )
+    };
+    let reason = checked_reason(&plan.reason);
+    if decision.needs_reason() && reason.is_none() {
+        return refuse(
+            store,
+            "a reason is required: say why (--reason)".to_string(),
+        );
+    }
+    // Read again right before recording: another operator may have paused or resumed it.
+    let paused = match store.last_event(Some(&plan.job), &[Kind::Paused, Kind::Resumed]) {
+        Ok(last) => last.filter(|e| e.kind == Kind::Paused.as_str()),
+        Err(error) => {
+            return Outcome::new(OutcomeKind::Failed, format!("nothing was done: {error}"));
+        }
+    };
+    let (kind, done) = match decision {
+        Decision::Pause(_) => {
+            if let Some(pause) = &paused {
+                let note = OperatorNote::from_words(
+                    pause.reason.as_deref().unwrap_or(""),
+                    pause.actor.as_str(),
+                    pause.at,
+                );
+                return refuse(
+                    store,
+                    format!(
+                        "it is already paused (by {} at {}: {})",
+                        note.by,
+                        note.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                        note.reason
+                    ),
+                );
+            }
+            (
+                Kind::Paused,
+                "paused: nobody restarts it and nothing escalates it until `mihari resume`",
+            )
+        }
+        Decision::Resume(_) => {
+            if paused.is_none() {
+                return refuse(store, "it is not paused".to_string());
+            }
+            (Kind::Resumed, "resumed: judged again as usual")
+        }
+        _ => (
+            Kind::Acknowledged,
+            "acknowledged: its broken rules end here",
+        ),
+    };
+    let words = match &reason {
+        Some(reason) => OperatorNote::reason_words(&plan.by, reason),
+        None => format!("by {}", plan.by),
+    };
+    match store.append(NewEvent::new(kind).job(&plan.job).reason(words)) {
+        Ok(_) => Outcome::new(OutcomeKind::Recorded, format!("'{}' {done}", plan.job)),
+        Err(error) => Outcome::new(
+            OutcomeKind::Failed,
+            format!("nothing was done: the decision could not be recorded: {error}"),
+        ),
     }
 }
 
@@ -183,6 +293,24 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
     // Claims left open by a claimer that died are resolved first, so they cannot block or
     // double this one.
     recover::recover(store, config);
+    // A pause made since the restart was proposed wins: nobody restarts a paused job.
+    if let Ok(Some(last)) = store.last_event(Some(&plan.job), &[Kind::Paused, Kind::Resumed])
+        && last.kind == Kind::Paused.as_str()
+    {
+        let _ = store.append(
+            NewEvent::new(Kind::Refused)
+                .job(&plan.job)
+                .key(&plan.key)
+                .reason("restart refused: the job was paused meanwhile"),
+        );
+        return Outcome::new(
+            OutcomeKind::Refused,
+            format!(
+                "restart of '{}' refused: it was paused meanwhile (mihari resume {})",
+                plan.job, plan.job
+            ),
+        );
+    }
     if let Err(error) = confirm(store, &Decision::Restart(plan.clone())) {
         return error;
     }
@@ -356,11 +484,14 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
                     .run(Some(&plan.run_id))
                     .reason(error.clone()),
             );
+            // The attempts of this episode, across its claim keys: each retry has a key of
+            // its own, and each must not say "attempt 1".
             let attempts = store
-                .claim_of(&plan.key)
+                .restart_failures_in_episode(Some(&plan.job))
                 .ok()
-                .flatten()
-                .map_or(1, |c| c.attempts);
+                .and_then(|counts| counts.first().map(|(_, n)| *n))
+                .unwrap_or(1)
+                .max(1);
             Outcome::new(
                 OutcomeKind::Failed,
                 format!(

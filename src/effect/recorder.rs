@@ -179,6 +179,22 @@ impl Recorder {
         });
     }
 
+    /// Queues an item for the digest, timed `at` (the moment of the cut it belongs in).
+    pub fn queue_digest_at(
+        &mut self,
+        at: DateTime<Utc>,
+        job: Option<&str>,
+        category: DigestCategory,
+        text: &str,
+    ) {
+        self.write(Write::Digest {
+            job: job.map(str::to_string),
+            category,
+            text: text.to_string(),
+            at,
+        });
+    }
+
     /// Notes that the open episode of (`job`, `kind`) was told.
     pub fn mark_escalated(&mut self, job: &str, kind: &str) {
         self.write(Write::MarkEscalated {

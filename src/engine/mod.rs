@@ -29,8 +29,8 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{CheckSpec, Config, JobSpec};
 use crate::core::decision::{
-    ApprovalPlan, Decision, HolderView, ReleasePlan, RestartPlan, claim_key, cooldown, next_route,
-    policy_words, release_refusal, restart_refusal,
+    ApprovalPlan, Decision, HolderView, NotePlan, ReleasePlan, RestartPlan, claim_key, cooldown,
+    next_route, policy_words, release_refusal, restart_refusal,
 };
 use crate::core::{
     ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, assess,
@@ -209,6 +209,24 @@ pub enum Action {
     Release,
     Approve,
     Deny,
+    Pause,
+    Resume,
+    Acknowledge,
+}
+
+impl Action {
+    /// The verb, as the operator says it.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Restart => "restart",
+            Action::Release => "release",
+            Action::Approve => "approve",
+            Action::Deny => "deny",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Acknowledge => "acknowledge",
+        }
+    }
 }
 
 impl Engine {
@@ -478,6 +496,9 @@ impl Engine {
                     Decision::Deny(plan)
                 })
             }
+            Action::Pause | Action::Resume | Action::Acknowledge => {
+                propose_note(action, row, &crate::effect::operator_name())
+            }
         }
     }
 
@@ -587,6 +608,9 @@ impl Engine {
             .zip(&self.evidence)
             .map(|(job, seen)| {
                 let mut seen = seen.clone();
+                // What the event log says is not known while it cannot be read: a predicate
+                // that needs it is undecidable, never "no run recorded".
+                seen.history.unreadable = self.store_fault.clone();
                 seen.checks = job
                     .checks
                     .iter()
@@ -753,8 +777,9 @@ impl Engine {
             // freshest reading passes stall_sec; a millisecond later the verdict flips.
             if row.state == State::Running
                 && let Some(age) = row.progress_age_sec
+                && let Some(stall_sec) = job.stall_limit()
             {
-                let left_ms = (job.stall_sec as f64 - age) * 1000.0;
+                let left_ms = (stall_sec as f64 - age) * 1000.0;
                 let at =
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
@@ -862,6 +887,51 @@ fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
         ),
         stamp(seen.history.attempt_started),
     )
+}
+
+/// A pause, a resume or an acknowledgement of `row`, decided by `by`, or why it says
+/// nothing: a pause of a paused job, a resume of one not paused, an acknowledgement of a job
+/// with no broken rule standing.
+fn propose_note(action: Action, row: &Assessment, by: &str) -> Result<Decision, String> {
+    let id = row.id.as_str();
+    let plan = |about: Vec<String>| NotePlan::new(id, action.verb(), row.state, about, by);
+    match action {
+        Action::Pause => match &row.paused {
+            Some(pause) => Err(format!(
+                "'{id}' is already paused (by {} at {}: {})",
+                pause.by,
+                pause.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                pause.reason
+            )),
+            None => Ok(Decision::Pause(plan(
+                row.reasons.first().cloned().into_iter().collect(),
+            ))),
+        },
+        Action::Resume => match &row.paused {
+            Some(pause) => Ok(Decision::Resume(plan(vec![format!(
+                "by {} at {}: {}",
+                pause.by,
+                pause.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                pause.reason
+            )]))),
+            None => Err(format!("'{id}' is not paused: nothing to resume")),
+        },
+        _ => {
+            let rules: Vec<String> = row
+                .reasons
+                .iter()
+                .filter_map(|r| r.strip_prefix("rule broken: "))
+                .map(str::to_string)
+                .collect();
+            if rules.is_empty() {
+                return Err(format!(
+                    "'{id}' has no broken rule to acknowledge (a failing check ends when it \
+                     passes)"
+                ));
+            }
+            Ok(Decision::Acknowledge(plan(rules)))
+        }
+    }
 }
 
 fn propose_release(

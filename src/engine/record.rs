@@ -16,7 +16,10 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{Config, JobSpec};
 use crate::core::text::inert;
-use crate::core::{Evidence, HeartbeatReading, History, Liveness, PendingApproval, Reading};
+use crate::core::{
+    Evidence, HeartbeatReading, History, LastRun, Liveness, OperatorNote, PendingApproval, Reading,
+    RunExit,
+};
 use crate::probe::lock::read_lock_as;
 use crate::probe::safe_open::Role;
 use crate::store::{Actor, Approval, ApprovalWait, Event, Heartbeat, Kind, Store, StoreError};
@@ -42,7 +45,7 @@ impl JobRecord {
 }
 
 /// The kinds whose newest event per job the history needs.
-const NEWEST_KINDS: [Kind; 7] = [
+const NEWEST_KINDS: [Kind; 10] = [
     Kind::Started,
     Kind::Spawned,
     Kind::Failed,
@@ -50,6 +53,9 @@ const NEWEST_KINDS: [Kind; 7] = [
     Kind::CapReached,
     Kind::StateChanged,
     Kind::Exited,
+    Kind::Paused,
+    Kind::Resumed,
+    Kind::Acknowledged,
 ];
 
 /// Everything the store says of every job, read in a handful of queries per gather (never a
@@ -65,7 +71,12 @@ pub(super) struct StoreView {
     heartbeats: HashMap<String, Heartbeat>,
     pending: Vec<Approval>,
     approval_waits: HashMap<String, Vec<ApprovalWait>>,
-    duplicates: HashMap<String, Vec<String>>,
+    /// Keys spawned twice in the last 24 h, per job, with the id of the newest such spawn.
+    duplicates: HashMap<String, Vec<(String, i64)>>,
+    /// The newest `state-changed ... -> RUNNING` of each job: when it was last seen healthy.
+    healthy: HashMap<String, Event>,
+    /// Restarts of each job that failed in its current episode.
+    failures: HashMap<String, u64>,
 }
 
 impl StoreView {
@@ -101,9 +112,18 @@ impl StoreView {
         for (job, wait) in store.approval_waits_since(now - Duration::days(30))? {
             view.approval_waits.entry(job).or_default().push(wait);
         }
-        for (job, key) in store.duplicate_spawns_since(day_ago)? {
-            view.duplicates.entry(job).or_default().push(key);
+        for (job, key, id) in store.duplicate_spawns_at_since(day_ago)? {
+            view.duplicates.entry(job).or_default().push((key, id));
         }
+        for event in store.newest_changes_into(crate::core::State::Running.as_str())? {
+            if let Some(job) = event.job.clone() {
+                view.healthy.insert(job, event);
+            }
+        }
+        view.failures = store
+            .restart_failures_in_episode(None)?
+            .into_iter()
+            .collect();
         Ok(view)
     }
 
@@ -164,13 +184,32 @@ impl StoreView {
                     .is_some_and(|r| r.ends_with("-> SHOULD_BE_RUNNING"))
             })
             .map(|e| e.at);
+        // A broken rule ends when the job is next seen healthy (a verified restart, or the
+        // watcher's `state-changed ... -> RUNNING`) or when the operator acknowledges it: only
+        // rules recorded after the newest of those stand.
+        let healthy = self.healthy.get(job);
+        let verified = self.newest(job, &[Kind::Verified]);
+        let acknowledged = self.newest(job, &[Kind::Acknowledged]);
+        let ended_after = [healthy, verified, acknowledged]
+            .into_iter()
+            .flatten()
+            .map(|e| e.id)
+            .max()
+            .unwrap_or(0);
+        let failed_restarts = self.failures.get(job).copied().unwrap_or(0);
         let mut broken_rules = Vec::new();
         // The last word on the job's restarts: a failure stands until it starts again.
         if let Some(last) = self.newest(job, &[Kind::Failed, Kind::Verified, Kind::Started])
             && last.kind == Kind::Failed.as_str()
+            && last.id > ended_after
         {
+            let attempt = if failed_restarts > 1 {
+                format!(" (attempt {failed_restarts} of this episode)")
+            } else {
+                String::new()
+            };
             broken_rules.push(format!(
-                "the last restart failed at {}: {}",
+                "the last restart failed at {}{attempt}: {}",
                 last.at.format("%Y-%m-%d %H:%M:%S UTC"),
                 last.reason.clone().unwrap_or_default()
             ));
@@ -178,17 +217,40 @@ impl StoreView {
         if let Some(cap) = self.newest(job, &[Kind::CapReached, Kind::Started])
             && cap.kind == Kind::CapReached.as_str()
             && cap.at > day_ago
+            && cap.id > ended_after
         {
             broken_rules.push(format!(
                 "the daily cap of automatic restarts was spent at {}",
                 cap.at.format("%Y-%m-%d %H:%M:%S UTC")
             ));
         }
-        for key in self.duplicates.get(job).into_iter().flatten() {
+        for (key, _) in self
+            .duplicates
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter(|(_, id)| *id > ended_after)
+        {
             broken_rules.push(format!(
                 "two spawns for one claim key ({key}): exactly-once broke"
             ));
         }
+        let note = |event: &Event| {
+            OperatorNote::from_words(
+                event.reason.as_deref().unwrap_or(""),
+                event.actor.as_str(),
+                event.at,
+            )
+        };
+        let paused = self
+            .newest(job, &[Kind::Paused, Kind::Resumed])
+            .filter(|e| e.kind == Kind::Paused.as_str())
+            .map(note);
+        let seen_healthy = [healthy, verified]
+            .into_iter()
+            .flatten()
+            .map(|e| e.at)
+            .max();
         History {
             attempt_started: started.map(|e| e.at),
             run_id: started.and_then(|e| e.run.clone()),
@@ -202,7 +264,29 @@ impl StoreView {
                 .collect(),
             spawns_24h: spawned.iter().map(|e| e.at).collect(),
             broken_rules,
+            last_run: self.last_run(job),
+            paused,
+            acknowledged: acknowledged.map(note),
+            seen_healthy,
+            failed_restarts,
+            unreadable: None,
         }
+    }
+
+    /// The last run `mihari run` recorded for `job`: its newest `started`, and the `exited`
+    /// after it, if any (an `exited` with no `started` recorded still says how a run ended).
+    fn last_run(&self, job: &str) -> Option<LastRun> {
+        let started = self.newest(job, &[Kind::Started]);
+        let exited = self
+            .newest(job, &[Kind::Exited])
+            .filter(|exit| started.is_none_or(|start| exit.id > start.id));
+        if started.is_none() && exited.is_none() {
+            return None;
+        }
+        Some(LastRun {
+            started: started.map(|e| e.at),
+            exit: exited.map(|e| RunExit::from_words(e.reason.as_deref().unwrap_or(""), e.at)),
+        })
     }
 }
 

@@ -181,10 +181,16 @@ pub enum Kind {
     /// One `mihari watch --once` pass; its reason carries the interval.
     WatcherPass,
     WatcherStopped,
+    /// The operator paused a job on purpose (`mihari pause`); the reason says who and why.
+    Paused,
+    /// The operator resumed a paused job.
+    Resumed,
+    /// The operator acknowledged a job's broken rules, with who and why: they end here.
+    Acknowledged,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 29] = [
+    pub const ALL: [Kind; 32] = [
         Kind::Detected,
         Kind::MarkerCreated,
         Kind::Duplicate,
@@ -214,6 +220,9 @@ impl Kind {
         Kind::WatcherTakeover,
         Kind::WatcherPass,
         Kind::WatcherStopped,
+        Kind::Paused,
+        Kind::Resumed,
+        Kind::Acknowledged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -247,6 +256,9 @@ impl Kind {
             Kind::WatcherTakeover => "watcher-takeover",
             Kind::WatcherPass => "watcher-pass",
             Kind::WatcherStopped => "watcher-stopped",
+            Kind::Paused => "paused",
+            Kind::Resumed => "resumed",
+            Kind::Acknowledged => "acknowledged",
         }
     }
 
@@ -804,6 +816,53 @@ impl Store {
              AND key IS NOT NULL AND job IS NOT NULL GROUP BY job, key HAVING count(*) > 1",
         )?;
         let rows = statement.query_map(params![ms(since)], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The newest `state-changed` event into `state` ("RUNNING") of every job: when each job
+    /// was last seen entering it.
+    pub fn newest_changes_into(&self, state: &str) -> Result<Vec<Event>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE id IN (SELECT max(id) FROM events \
+             WHERE kind = 'state-changed' AND job IS NOT NULL AND reason LIKE ?1 GROUP BY job)"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map(params![format!("%-> {state}")], event_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// (job, key, id of its newest spawn) for every key that more than one `spawned` event
+    /// carries since `since`: a duplicate spawn, and the event that made it one.
+    pub fn duplicate_spawns_at_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, String, i64)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, key, max(id) FROM events WHERE kind = 'spawned' \
+             AND at_ms >= ?1 AND key IS NOT NULL AND job IS NOT NULL GROUP BY job, key \
+             HAVING count(*) > 1",
+        )?;
+        let rows = statement.query_map(params![ms(since)], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// How many restarts of each job (of `job` alone, when given) failed in its current
+    /// episode: since it was last seen healthy (`verified`, or `state-changed ... -> RUNNING`)
+    /// or acknowledged. One episode's attempts are counted across its claim keys, so a third
+    /// failed retry says "attempt 3", not "attempt 1" under a new key.
+    pub fn restart_failures_in_episode(&self, job: Option<&str>) -> Result<Vec<(String, u64)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT f.job, count(*) FROM events f WHERE f.kind = 'failed' \
+             AND f.key IS NOT NULL AND f.job IS NOT NULL AND (?1 IS NULL OR f.job = ?1) \
+             AND f.id > coalesce((SELECT max(e.id) FROM events e WHERE e.job = f.job \
+             AND (e.kind IN ('verified', 'acknowledged') OR (e.kind = 'state-changed' \
+             AND e.reason LIKE '%-> RUNNING'))), 0) GROUP BY f.job",
+        )?;
+        let rows = statement.query_map(params![job], |row| {
+            Ok((row.get(0)?, row.get::<_, i64>(1)?.max(0) as u64))
+        })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 

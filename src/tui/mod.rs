@@ -27,9 +27,9 @@ use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
+use crate::engine::CheckResultFor;
 use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
-use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::tail_lines;
 use crate::store::{Actor, EventFilter};
 use model::{Command, Model, Msg, TAIL_LINES, update};
@@ -140,12 +140,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 Command::Propose { action, job } => {
                     let engine = &live.engine;
                     let proposed = engine.propose(action, &job, Utc::now()).map_err(|why| {
-                        let verb = match action {
-                            Action::Restart => "restart",
-                            Action::Release => "release",
-                            Action::Approve => "approve",
-                            Action::Deny => "deny",
-                        };
+                        let verb = action.verb();
                         effect::refuse(&job, verb, &why, engine.config(), Actor::Operator).message
                     });
                     commands.push(update(&mut model, Msg::Proposed(proposed)));

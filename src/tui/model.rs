@@ -43,12 +43,12 @@ pub enum Pane {
 pub enum Focus {
     /// The job id the operator must type to approve or deny.
     TypedId,
-    /// The reason of a denial.
+    /// The reason of a denial, a pause or an acknowledgement.
     Reason,
     Cancel,
     /// Deny (approval dialogs only).
     Deny,
-    /// Restart, release or approve.
+    /// Restart, release, approve, pause, resume or acknowledge.
     Confirm,
 }
 
@@ -60,16 +60,18 @@ pub struct Dialog {
     pub focus: Focus,
     /// What the operator typed as the job id (approvals).
     pub typed: String,
-    /// What the operator typed as the reason for a denial (approvals).
+    /// What the operator typed as the reason for a denial, a pause or an acknowledgement.
     pub reason: String,
 }
 
 impl Dialog {
-    /// Cancel has the focus, except in an approval, which starts in the job-id field: typing
-    /// there can never confirm anything.
+    /// Cancel has the focus, except in an approval, which starts in the job-id field, and in
+    /// a pause or an acknowledgement, which start in the reason field: typing there can never
+    /// confirm anything.
     pub fn new(decision: Decision) -> Self {
         let focus = match decision {
             Decision::Approve(_) | Decision::Deny(_) => Focus::TypedId,
+            _ if decision.needs_reason() => Focus::Reason,
             _ => Focus::Cancel,
         };
         Dialog {
@@ -100,6 +102,8 @@ impl Dialog {
                 Focus::Deny,
                 Focus::Confirm,
             ]
+        } else if self.decision.needs_reason() {
+            &[Focus::Reason, Focus::Cancel, Focus::Confirm]
         } else {
             &[Focus::Cancel, Focus::Confirm]
         }
@@ -744,6 +748,17 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                     dialog.focus = Focus::TypedId;
                     return None;
                 }
+                if dialog.decision.needs_reason()
+                    && crate::core::decision::checked_reason(&dialog.reason).is_none()
+                {
+                    model.status = Some(format!(
+                        "write a reason first: why you {} '{}', for whoever looks next",
+                        dialog.decision.verb(),
+                        dialog.decision.job()
+                    ));
+                    dialog.focus = Focus::Reason;
+                    return None;
+                }
                 let dialog = model.dialog.take()?;
                 let decision = match (dialog.decision, dialog.focus) {
                     (Decision::Approve(mut plan) | Decision::Deny(mut plan), Focus::Deny) => {
@@ -757,6 +772,14 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                     (Decision::Approve(mut plan) | Decision::Deny(mut plan), _) => {
                         plan.reason = None;
                         Decision::Approve(plan)
+                    }
+                    (Decision::Pause(mut plan), _) => {
+                        plan.reason = dialog.reason.trim().to_string();
+                        Decision::Pause(plan)
+                    }
+                    (Decision::Acknowledge(mut plan), _) => {
+                        plan.reason = dialog.reason.trim().to_string();
+                        Decision::Acknowledge(plan)
                     }
                     (decision, _) => decision,
                 };
@@ -946,6 +969,20 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 'x' => Action::Release,
                 _ => Action::Approve,
             };
+            return Some(Command::Propose { action, job });
+        }
+        KeyCode::Char(c @ ('p' | 'K')) => {
+            let Some(row) = model.selected_row() else {
+                model.status = Some("select a job first".to_string());
+                return None;
+            };
+            // One key pauses a job and resumes a paused one.
+            let action = match c {
+                'p' if row.paused.is_some() => Action::Resume,
+                'p' => Action::Pause,
+                _ => Action::Acknowledge,
+            };
+            let job = row.id.clone();
             return Some(Command::Propose { action, job });
         }
         KeyCode::Char('e') => {

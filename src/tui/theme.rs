@@ -33,6 +33,7 @@ impl Theme {
 
     pub fn state(&self, state: State) -> Style {
         match state {
+            State::Paused => self.fg(Color::Cyan),
             State::DeadLockStale => self.fg(Color::Red).add_modifier(Modifier::BOLD),
             State::Unknown => self.fg(Color::Magenta),
             State::Stalled => self.fg(Color::Yellow),
@@ -89,6 +90,7 @@ impl Theme {
 /// A one-character symbol per state, readable without colour.
 pub fn symbol(state: State) -> &'static str {
     match state {
+        State::Paused => "⊘",
         State::DeadLockStale => "✖",
         State::Unknown => "?",
         State::Stalled => "‖",

@@ -605,6 +605,19 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
     }
     text(summary, theme.state(row.state), &mut out);
 
+    if let Some(pause) = &row.paused {
+        text(
+            format!(
+                "Paused by {} {} ago: {} (p resumes)",
+                inert(&pause.by),
+                fmt_age((model.now - pause.at).num_milliseconds() as f64 / 1000.0),
+                inert(&pause.reason)
+            ),
+            theme.state(row.state),
+            &mut out,
+        );
+    }
+
     out.push(Line::styled("Reasons", theme.heading()));
     if let Some(held) = &row.held {
         text(format!("  · {}", inert(held)), theme.alarm(), &mut out);
@@ -639,6 +652,37 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         for (name, reading, style) in sources {
             text(format!("  {name:<15}{reading}"), style, &mut out);
         }
+        if let Some(run) = &evidence.history.last_run {
+            let ago = |at: chrono::DateTime<chrono::Utc>| {
+                fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
+            };
+            let (words, style) = match (&run.exit, run.started) {
+                (Some(exit), _) => (
+                    format!("{} {} ago", exit.words(), ago(exit.at)),
+                    if exit.succeeded() {
+                        theme.good()
+                    } else {
+                        theme.warning()
+                    },
+                ),
+                (None, Some(started)) => (
+                    format!("started {} ago; no exit recorded yet", ago(started)),
+                    Style::default(),
+                ),
+                (None, None) => ("no exit recorded".to_string(), theme.dim()),
+            };
+            text(format!("  {:<15}{words}", "last run"), style, &mut out);
+        }
+    }
+    if job.stall_never {
+        text(
+            format!(
+                "  {:<15}never: idle by nature (stall_sec: never), never STALLED",
+                "stall"
+            ),
+            theme.dim(),
+            &mut out,
+        );
     }
 
     out.push(Line::styled("Restart policy", theme.heading()));
@@ -1085,7 +1129,7 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
     } else {
         // Quit and help first: a narrow screen cuts from the right.
         let mut hints =
-            " q quit  ? help  ↑↓ move  ⏎ detail  r restart  x release  a approve  e events  / filter"
+            " q quit  ? help  ↑↓ move  ⏎ detail  r restart  x release  a approve  e events  / filter  p pause  K ack"
                 .to_string();
         if !model.filter.is_empty() {
             hints.push_str("  · Esc clears the filter");
@@ -1096,7 +1140,7 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
 }
 
 /// Every key, as `?` shows it.
-pub const KEYS: [(&str, &str); 18] = [
+pub const KEYS: [(&str, &str); 19] = [
     ("↑ ↓  j k", "move the selection, or scroll the detail"),
     ("PgUp PgDn", "a page up or down"),
     ("g G  Home End", "first or last"),
@@ -1118,6 +1162,7 @@ pub const KEYS: [(&str, &str); 18] = [
         "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
     ),
     ("a", "approve or deny its pending step: type the job id"),
+    ("p  K", "pause or resume (p), acknowledge broken rules (K)"),
     ("e", "the event log of the job (a: all jobs)"),
     ("D", "the daily digest (m marks it read)"),
     ("mouse", "wheel scrolls, click selects"),
@@ -1199,6 +1244,13 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
             dialog.focus == Focus::Reason,
         ));
         lines.push(Line::raw(""));
+    } else if dialog.decision.needs_reason() {
+        lines.push(field(
+            &format!("reason, why you {} it (required)", dialog.decision.verb()),
+            &dialog.reason,
+            dialog.focus == Focus::Reason,
+        ));
+        lines.push(Line::raw(""));
     }
     let button = |label: &str, focus: Focus| {
         let style = if dialog.focus == focus {
@@ -1220,6 +1272,9 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
         buttons.push(Span::raw("  "));
         let verb = match dialog.decision.verb() {
             "restart" => "Restart",
+            "pause" => "Pause",
+            "resume" => "Resume",
+            "acknowledge" => "Acknowledge",
             _ => "Release",
         };
         buttons.push(button(verb, Focus::Confirm));

@@ -370,16 +370,24 @@ fn describe(err: &YamlError, quoted: &str, key: Option<Option<String>>) -> Strin
         | YamlError::AliasReplayCounterOverflow { .. } => format!(
             "YAML aliases expand beyond what a jobs file needs (at {quoted}: {}): refused as a \
              possible alias bomb; write the values out, or alias fewer and smaller nodes",
-            inert(&UserMessageFormatter.format_message(err))
+            alias_limit_words(err)
+        ),
+        YamlError::Budget { breach, .. } if by_aliases(breach) => format!(
+            "YAML aliases expand beyond what a jobs file needs (at {quoted}: {}): refused as a \
+             possible alias bomb; write the values out, or alias fewer and smaller nodes",
+            breach_words(breach)
         ),
         YamlError::Budget { breach, .. } => format!(
-            "refused at {quoted}: the file goes beyond what a jobs file needs ({}); \
-             split or simplify it",
-            inert(&format!("{breach:?}"))
+            "refused at {quoted}: {}; a jobs file never needs this: split or simplify it",
+            breach_words(breach)
         ),
         YamlError::UnknownAnchor { .. } => {
             format!("alias {quoted} names no anchor defined before it: define '&name' first")
         }
+        YamlError::RecursiveReferencesRequireWeakTypes { .. } => format!(
+            "alias {quoted} refers to a value that contains it: a jobs file holds no \
+             recursive values; write the value out"
+        ),
         YamlError::MultipleDocuments { .. } => format!(
             "a second YAML document starts at {quoted}: a jobs file is one document; \
              remove the '---' and merge the two"
@@ -387,13 +395,220 @@ fn describe(err: &YamlError, quoted: &str, key: Option<Option<String>>) -> Strin
         YamlError::InvalidUtf8Input => "the file is not UTF-8 text: save it as UTF-8".to_owned(),
         YamlError::ExternalMessage { .. } | YamlError::Eof { .. } => format!(
             "not valid YAML at {quoted}: {}; check the indentation, quotes and brackets",
-            inert(&UserMessageFormatter.format_message(err))
+            library_words(err).unwrap_or_else(|| "the YAML cannot be read here".to_owned())
+        ),
+        YamlError::UnexpectedSequenceEnd { .. }
+        | YamlError::UnexpectedMappingEnd { .. }
+        | YamlError::UnexpectedContainerEndWhileSkippingNode { .. }
+        | YamlError::UnexpectedContainerEndWhileReadingKeyNode { .. }
+        | YamlError::ContainerEndMismatch { .. }
+        | YamlError::ExpectedMappingEndAfterEnumVariantValue { .. } => format!(
+            "not valid YAML at {quoted}: a list or mapping ends where a value was expected; \
+             check the indentation and brackets"
+        ),
+        YamlError::FoldedBlockScalarMustIndentContent { .. } => format!(
+            "not valid YAML at {quoted}: the lines of a folded block ('>') must be indented \
+             below its key"
+        ),
+        YamlError::IndentationError { actual, .. } => format!(
+            "not valid YAML at {quoted}: an indentation of {actual} spaces is not accepted \
+             here; indent nested keys by two spaces"
+        ),
+        YamlError::MergeValueNotMapOrSeqOfMaps { .. } => format!(
+            "{quoted} cannot be merged: a merge key '<<' takes a mapping (<<: *defaults) or a \
+             list of mappings (<<: [*a, *b])"
+        ),
+        YamlError::MergeKeyNotAllowed { .. } => {
+            format!("merge key {quoted} is not accepted here: write the keys out")
+        }
+        YamlError::InvalidBinaryBase64 { .. } | YamlError::BinaryNotUtf8 { .. } => format!(
+            "{quoted} is tagged '!!binary'{for_key}: a jobs file holds text; remove the tag"
+        ),
+        YamlError::TaggedScalarCannotDeserializeIntoString { .. } => format!(
+            "{quoted} carries a YAML tag{for_key} that text cannot take: remove the tag (the \
+             '!...' before the value)"
+        ),
+        YamlError::UnsupportedTag { tag, .. } | YamlError::TaggedStructFieldName { tag, .. } => {
+            format!(
+                "the YAML tag {} at {quoted} is not accepted: remove it",
+                quote(tag)
+            )
+        }
+        YamlError::InvalidCharNull { .. } | YamlError::InvalidCharNotSingleScalar { .. } => {
+            format!("{quoted} is not accepted{for_key}: expected a single character")
+        }
+        YamlError::BytesNotSupportedMissingBinaryTag { .. } => {
+            format!("{quoted} is not accepted{for_key}: expected text")
+        }
+        YamlError::UnexpectedValueForUnit { .. }
+        | YamlError::ExpectedEmptyMappingForUnitStruct { .. }
+        | YamlError::UnexpectedValueForUnitEnumVariant { .. } => {
+            format!("{quoted} is not accepted{for_key}: this key takes no value")
+        }
+        YamlError::SerdeUnknownVariant { expected, .. } => format!(
+            "{quoted} is not accepted{for_key}: expected one of {}",
+            expected.join(", ")
+        ),
+        YamlError::ExpectedStringKeyForExternallyTaggedEnum { .. }
+        | YamlError::ExternallyTaggedEnumExpectedScalarOrMapping { .. }
+        | YamlError::TaggedEnumMismatch { .. }
+        | YamlError::SerdeVariantId { .. } => {
+            format!("{quoted} is not accepted{for_key}: expected one of the names listed for it")
+        }
+        YamlError::SerdeInvalidLength { len, expected, .. } => format!(
+            "{quoted} is not accepted{for_key}: expected {}, found {len} item{}",
+            inert(expected),
+            if *len == 1 { "" } else { "s" }
+        ),
+        YamlError::NonFiniteFloat { .. } => {
+            format!("{quoted} is not accepted{for_key}: expected a finite number")
+        }
+        YamlError::QuotingRequired { .. } => {
+            format!("{quoted} must be quoted{for_key}: write it in quotes so it is read as text")
+        }
+        YamlError::CyclicInclude { .. }
+        | YamlError::UnsupportedIncludeForm { .. }
+        | YamlError::ResolverError { .. } => format!(
+            "{quoted}: '!include' is not accepted in a jobs file: write its jobs into this file"
+        ),
+        YamlError::UnresolvedProperty { .. }
+        | YamlError::InvalidPropertyName { .. }
+        | YamlError::PropertyRequiredButUnset { .. }
+        | YamlError::PropertyRequiredButEmpty { .. } => {
+            format!("{quoted}: '${{...}}' is not expanded in a jobs file: write the value out")
+        }
+        YamlError::IOError { cause } => format!(
+            "cannot read the jobs file ({}): check the path, or pass --config",
+            inert(&cause.to_string())
+        ),
+        YamlError::InvalidOptions { .. }
+        | YamlError::InternalSeedReusedForMapKey { .. }
+        | YamlError::ValueRequestedBeforeKey { .. }
+        | YamlError::InternalDepthUnderflow { .. }
+        | YamlError::InternalRecursionStackEmpty { .. }
+        | YamlError::CannotBorrowTransformedString { .. }
+        | YamlError::HookError { .. } => format!(
+            "the YAML reader failed inside at {quoted} (a fault of the reader, not of the \
+             file as far as mihari can tell): simplify the lines there, and report it"
         ),
         other => format!(
             "{quoted} is not accepted{for_key}: {}",
-            inert(&UserMessageFormatter.format_message(other))
+            library_words(other).unwrap_or_else(|| {
+                "the YAML here cannot be read as a jobs file; check the indentation, quotes \
+                 and brackets"
+                    .to_owned()
+            })
         ),
     }
+}
+
+/// The library's own message, when it is plain words: one that shows a value of its own
+/// (`{ ... }`, `name=value`) is never shown to the operator.
+fn library_words(err: &YamlError) -> Option<String> {
+    let text = inert(&UserMessageFormatter.format_message(err));
+    let plain = !text.is_empty()
+        && !text.contains(['{', '}', '='])
+        && !text.contains("budget")
+        && !text.contains("Error");
+    plain.then_some(text)
+}
+
+/// An alias limit in words, with mihari's numbers.
+fn alias_limit_words(err: &YamlError) -> String {
+    match err {
+        YamlError::AliasReplayLimitExceeded { .. }
+        | YamlError::AliasReplayCounterOverflow { .. } => {
+            format!(
+                "they would replay more than {} YAML events in all",
+                thousands(super::MAX_REPLAYED_EVENTS)
+            )
+        }
+        YamlError::AliasExpansionLimitExceeded { .. } => format!(
+            "one anchor would be expanded more than {} times",
+            thousands(super::MAX_ALIASES)
+        ),
+        _ => format!(
+            "aliases would nest inside aliases more than {} deep",
+            super::MAX_REPLAY_DEPTH
+        ),
+    }
+}
+
+/// Whether a budget breach is the work of aliases (what they repeat, or how many there are).
+fn by_aliases(breach: &serde_saphyr::budget::BudgetBreach) -> bool {
+    use serde_saphyr::budget::BudgetBreach as B;
+    matches!(
+        breach,
+        B::Aliases { .. }
+            | B::Anchors { .. }
+            | B::MergeKeys { .. }
+            | B::ScalarBytes { .. }
+            | B::AliasAnchorRatio { .. }
+            | B::RecordedAnchorEvents { .. }
+            | B::RecordedAnchorBytes { .. }
+    )
+}
+
+/// What a budget breach means, in words, with mihari's numbers: never the library's value.
+fn breach_words(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    let file_limit = format!("{} MiB", super::MAX_FILE_BYTES / 1024 / 1024);
+    match breach {
+        B::Events { .. } | B::Nodes { .. } => format!(
+            "it holds more YAML values than any file of its size could, even with aliases \
+             repeating some (a jobs file is at most {file_limit})"
+        ),
+        B::Aliases { .. } => format!(
+            "it uses more than {} aliases ('*name')",
+            thousands(super::MAX_ALIASES)
+        ),
+        B::Anchors { .. } => format!(
+            "it defines more than {} anchors ('&name')",
+            thousands(super::MAX_ALIASES)
+        ),
+        B::MergeKeys { .. } => format!(
+            "it uses more than {} merge keys ('<<')",
+            thousands(super::MAX_ALIASES)
+        ),
+        B::Depth { .. } => format!(
+            "lists and mappings nest more than {} levels deep",
+            super::MAX_DEPTH
+        ),
+        B::ScalarBytes { .. } => format!(
+            "they would repeat more than {} MiB of text beyond what the file holds",
+            super::MAX_REPLAYED_SCALAR_BYTES / 1024 / 1024
+        ),
+        B::AliasAnchorRatio { .. } => "it uses far more aliases than anchors".to_owned(),
+        B::Documents { .. } => "it holds many YAML documents; a jobs file is one".to_owned(),
+        B::InputBytes { .. } => format!("it is larger than {file_limit}"),
+        B::InclusionDepth { .. } => "'!include' is not accepted in a jobs file".to_owned(),
+        B::SequenceUnbalanced => {
+            "a list or mapping closes that never opened: the file is cut short or malformed"
+                .to_owned()
+        }
+        B::RecordedAnchorEvents { .. } | B::RecordedAnchorBytes { .. } => format!(
+            "its anchors would hold more than {} YAML events, aliases inside anchors \
+             multiplying them",
+            thousands(super::MAX_ANCHORED_EVENTS)
+        ),
+        B::PropertyExpansionDepth { .. } | B::PropertyInterpolationWork { .. } => {
+            "'${...}' is not expanded in a jobs file".to_owned()
+        }
+        _ => "it goes beyond what a jobs file needs".to_owned(),
+    }
+}
+
+/// `n` with a comma every three digits: 1,000,000.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub(super) struct RawJob {
     pub progress_table: Option<Spanned<RawProgressTable>>,
     pub manifest: Option<Spanned<String>>,
     pub process: Option<Spanned<RawProcess>>,
-    pub stall_sec: Option<Spanned<u64>>,
+    pub stall_sec: Option<Spanned<RawStall>>,
     pub expected_total: Option<u64>,
     #[serde(default, deserialize_with = "given")]
     pub should_run_when: Given<Vec<Spanned<String>>>,
@@ -305,6 +305,73 @@ fn argv_suggestion(shell: &str) -> Option<String> {
     }
     let listed: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
     Some(format!("[{}]", listed.join(", ")))
+}
+
+/// `stall_sec` as written: a number of seconds, or `never` for a job idle by nature. Anything
+/// else is refused here, while the YAML is read, with the value and what is accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RawStall {
+    Seconds(u64),
+    Never,
+}
+
+impl<'de> Deserialize<'de> for RawStall {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StallVisitor)
+    }
+}
+
+struct StallVisitor;
+
+impl StallVisitor {
+    fn refused<E: de::Error>(shown: &str) -> E {
+        E::custom(format!(
+            "stall_sec '{}' is not accepted: expected a whole number of seconds, at least 1, \
+             or never (for a job that is idle by nature)",
+            inert(shown)
+        ))
+    }
+}
+
+impl<'de> Visitor<'de> for StallVisitor {
+    type Value = RawStall;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a whole number of seconds, or never")
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawStall, E> {
+        Ok(RawStall::Seconds(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawStall, E> {
+        u64::try_from(value)
+            .map(RawStall::Seconds)
+            .map_err(|_| Self::refused(&value.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawStall, E> {
+        Err(Self::refused(&value.to_string()))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawStall, E> {
+        Err(Self::refused(&value.to_string()))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawStall, E> {
+        match value {
+            "never" => Ok(RawStall::Never),
+            other => Err(Self::refused(other)),
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RawStall, E> {
+        Err(Self::refused(""))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RawStall, E> {
+        Err(Self::refused(""))
+    }
 }
 
 /// `restart.env` as written: name/value pairs in order, each with its position, so a bad

@@ -18,7 +18,7 @@ use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
     Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawProcess, RawProgressTable, RawRestart,
-    RawRoute, RawSettings, RawTimeouts, RawUser,
+    RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
 };
 use crate::config::{
     CheckSpec, Config, JobSpec, Predicate, ProcessSpec, ProcessUser, ProgressTable, RestartSpec,
@@ -35,7 +35,11 @@ const DEFAULT_CHECK_EVERY_SEC: u64 = 300;
 const DEFAULT_CHECK_TIMEOUT_SEC: u64 = 30;
 
 /// The predicates `should_run_when` accepts, as spelt in the file.
-const PREDICATES: [Predicate; 2] = [Predicate::NotComplete, Predicate::ResourceFree];
+const PREDICATES: [Predicate; 3] = [
+    Predicate::NotComplete,
+    Predicate::ResourceFree,
+    Predicate::NotSucceeded,
+];
 /// The keys that give a job evidence of progress. Heartbeats arrive at run time and cannot
 /// be declared in the file, so a job must name at least one of these.
 const PROGRESS_SOURCES: &str = "log, progress_file, progress_table, manifest";
@@ -456,9 +460,19 @@ fn job(
         .map(|process| process_spec(process, src, &the_job))
         .transpose()?;
 
-    let stall_sec = match &raw.stall_sec {
-        Some(stall) => positive(src, stall, "stall_sec")?,
-        None => DEFAULT_STALL_SEC,
+    let (stall_sec, stall_never) = match &raw.stall_sec {
+        Some(stall) => match stall.value {
+            RawStall::Never => (DEFAULT_STALL_SEC, true),
+            RawStall::Seconds(seconds) => {
+                let given = Spanned {
+                    value: seconds,
+                    referenced: stall.referenced,
+                    defined: stall.defined,
+                };
+                (positive(src, &given, "stall_sec")?, false)
+            }
+        },
+        None => (DEFAULT_STALL_SEC, false),
     };
 
     // should_run_when: a job that cannot say when it should run is refused (SPEC §1.4).
@@ -544,6 +558,8 @@ fn job(
                     ));
                 }
             }
+            // The event log says whether the last run succeeded: nothing to count is needed.
+            Predicate::NotSucceeded => {}
             Predicate::ResourceFree => {
                 if resource_lock.is_none() && lock.is_none() && process.is_none() {
                     return Err(src.refuse(
@@ -630,6 +646,7 @@ fn job(
         restart,
         checks,
         timeouts,
+        stall_never,
     })
 }
 
