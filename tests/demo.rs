@@ -74,6 +74,18 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
         oneshot.contains("complete: the last run exited 0"),
         "{stdout}"
     );
+    // A job started by hand with no lock, found by its command line: RUNNING, by its pid.
+    let notebook = stdout
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("notebook "))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(notebook.contains(" RUNNING "), "{stdout}");
+    assert!(
+        notebook.contains("matches process.cmdline") || notebook.contains("process "),
+        "{stdout}"
+    );
     // A job paused by `mihari pause`, listed after the action list with who, when and why.
     let paused = stdout.split("\nPAUSED (1)\n").nth(1).unwrap_or_default();
     assert!(paused.trim_start().starts_with("reindex "), "{stdout}");

@@ -382,6 +382,18 @@ impl Crew {
                 "10",
             ],
         )?;
+        // Started by hand (as in a tmux pane): no lock at all, found by its command line.
+        self.worker(
+            exe,
+            &[
+                "--log",
+                &at("notebook.log"),
+                "--log-every-ms",
+                "500",
+                "--total",
+                "100000",
+            ],
+        )?;
         // A lock written by something else, which nobody can parse: liveness unknown.
         fs::write(
             jobs.join("mystery.lock"),
@@ -588,6 +600,14 @@ jobs:
     lock: jobs/idle.lock
     log: jobs/idle.log
     resource_lock: jobs/seed303.lock
+    should_run_when: [resource_free]
+  - id: notebook
+    name: Notebook job started by hand in a tmux pane (no lock, found by its command line)
+    owner: ml-team
+    process:
+      cmdline: 'sim worker .*--log \S*/jobs/notebook\.log'
+    log: jobs/notebook.log
+    stall_sec: 5
     should_run_when: [resource_free]
   - id: oneshot
     name: One-shot copy with nothing to count (like an rsync), run by mihari run
