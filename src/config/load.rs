@@ -177,6 +177,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let meta = file.metadata().map_err(|err| unreadable(path, &err))?;
     check_not_writable_by_others(path, meta.mode())?;
     check_folders(path)?;
+    // A large farm's validated form, kept from the last load of this very file (the checks
+    // above ran all the same).
+    let key = super::cache::key(path, &meta);
+    if let Some(config) = key.as_ref().and_then(super::cache::lookup) {
+        return Ok(config);
+    }
 
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(path));
@@ -189,7 +195,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         return Err(too_large(path));
     }
     let text = String::from_utf8(bytes).map_err(|err| not_utf8(path, &err))?;
-    load_str(&text, path)
+    let config = load_str(&text, path)?;
+    if let Some(key) = &key {
+        super::cache::store(key, &config);
+    }
+    Ok(config)
 }
 
 /// Validates `source` as the jobs file at `path`, without touching the file system.

@@ -6,18 +6,19 @@
 //! refuses the whole file: a half-loaded watch list is a silent hole. Nothing here probes the
 //! world beyond reading the file and its permissions.
 
+mod cache;
 mod load;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveTime;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, find_config_path, load, load_str};
 
 /// The whole validated jobs file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// The file it was loaded from; relative paths in it were resolved against its folder.
     pub source: PathBuf,
@@ -26,7 +27,7 @@ pub struct Config {
 }
 
 /// `settings:`; every key optional.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     /// Default: `$XDG_STATE_HOME/mihari`, else `~/.local/state/mihari`.
     pub state_dir: PathBuf,
@@ -43,7 +44,7 @@ pub struct Settings {
 }
 
 /// A predicate of `should_run_when`; the job should run when all of them hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Predicate {
     /// done < expected_total.
@@ -68,7 +69,7 @@ impl Predicate {
 
 /// One job, validated. Paths are absolute (relative ones were resolved against the jobs
 /// file's folder, `~/` against the home folder).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     pub id: String,
     pub name: Option<String>,
@@ -144,7 +145,7 @@ impl JobSpec {
 }
 
 /// `progress_table:` — a SQLite table read read-only.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressTable {
     pub db: PathBuf,
     pub table: String,
@@ -179,7 +180,7 @@ impl ProgressTable {
 }
 
 /// `progress_table.time_unit`: what one step of a numeric time column is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TimeUnit {
     #[serde(rename = "s")]
     Seconds,
@@ -216,7 +217,7 @@ impl TimeUnit {
 }
 
 /// `progress_table.time_zone`: the clock on the wall a naive time (no offset) was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeZoneName {
     /// The machine's zone, from `TZ` or `/etc/localtime`: what Python's `datetime.now()` and
@@ -240,7 +241,7 @@ impl TimeZoneName {
 
 /// `process:` — the processes that are the job, found by their command line in one scan of
 /// `/proc` per pass.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSpec {
     /// A regular expression over the argv joined by spaces; it compiled when the file was
     /// loaded. Unanchored, as `pgrep -f`: start it with '^' to keep a shell that runs the
@@ -251,7 +252,7 @@ pub struct ProcessSpec {
 }
 
 /// `process.user`: a name (looked up when the processes are scanned) or a uid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ProcessUser {
     Name(String),
@@ -269,7 +270,7 @@ impl ProcessUser {
 }
 
 /// `restart:` — how to start the job again. argv, never a shell string.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestartSpec {
     pub command: Option<Vec<String>>,
     pub cwd: Option<PathBuf>,
@@ -278,14 +279,14 @@ pub struct RestartSpec {
 }
 
 /// One alternative restart route (SPEC §5).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Route {
     pub name: String,
     pub command: Vec<String>,
 }
 
 /// One check: RED when it fails.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckSpec {
     pub name: String,
     pub command: Vec<String>,
@@ -296,7 +297,7 @@ pub struct CheckSpec {
 }
 
 /// `timeouts:` — the four timeout kinds of seed 003 (heartbeat loss is `stall_sec`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Timeouts {
     pub queue_sec: Option<u64>,
     pub attempt_sec: Option<u64>,

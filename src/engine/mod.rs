@@ -345,13 +345,16 @@ impl Engine {
         } else {
             Default::default()
         };
-        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            if wanted(job) {
-                *seen = self.prober.gather_in(job, &scan);
+        // One pass: each folder of the jobs' files is opened and judged once, not per file.
+        crate::probe::safe_open::folders_remembered(|| {
+            for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+                if wanted(job) {
+                    *seen = self.prober.gather_in(job, &scan);
+                }
+                // The store's part costs a few queries for every job together: always fresh.
+                view.record(job, now).apply(seen);
             }
-            // The store's part costs a few queries for every job together: always fresh.
-            view.record(job, now).apply(seen);
-        }
+        });
         self.reassess(now)
     }
 

@@ -79,10 +79,31 @@ pub fn read_small(
     use std::io::Read;
     let safe_open::Opened { file, meta } = safe_open::read(path, role).map_err(refused)?;
     let modified = modified_utc(&meta).map_err(|error| super::fault(path, error))?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| super::fault(path, error))?;
+    // Room for the whole file and one byte more: a file that has not grown since its `fstat`
+    // comes back in one read, short of the room, and needs no second read to find its end.
+    let room = meta.len().min(limit).saturating_add(1);
+    let mut bytes = Vec::with_capacity(usize::try_from(room).unwrap_or(usize::MAX));
+    let mut file = file.take(limit + 1);
+    loop {
+        let start = bytes.len();
+        if start == bytes.capacity() {
+            bytes.reserve(4096);
+        }
+        let spare = bytes.capacity() - start;
+        bytes.resize(start + spare, 0);
+        let read = loop {
+            match file.read(&mut bytes[start..]) {
+                Ok(read) => break read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(super::fault(path, error)),
+            }
+        };
+        bytes.truncate(start + read);
+        let whole = read == 0 || (read < spare && bytes.len() as u64 == meta.len());
+        if whole || bytes.len() as u64 > limit {
+            break;
+        }
+    }
     Ok(SmallFile {
         meta,
         modified,

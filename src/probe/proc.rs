@@ -6,7 +6,7 @@
 //! [`super::lock`]) and it never sends a real signal: the only `kill` it makes is signal 0,
 //! which asks "does this PID exist?" and changes nothing.
 
-use std::io;
+use std::io::{self, Read};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -101,6 +101,9 @@ pub enum ProcLookup {
     Fault(String),
 }
 
+/// More than a `/proc/<pid>/stat` line ever holds (its command name is at most 64 bytes).
+const STAT_LIMIT: usize = 4096;
+
 /// Looks up `pid` in `/proc`, confirming "not there" with signal 0 so that a hidden process is
 /// never reported as gone.
 pub fn lookup(pid: u32) -> ProcLookup {
@@ -108,8 +111,10 @@ pub fn lookup(pid: u32) -> ProcLookup {
         return ProcLookup::Fault(format!("pid '{pid}' is out of range"));
     };
     let path = format!("/proc/{pid}/stat");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => match parse_stat(&text) {
+    // One read: a stat line is a few hundred bytes, and `/proc` hands it over whole.
+    let mut bytes = Vec::with_capacity(STAT_LIMIT);
+    match read_into(&path, &mut bytes, STAT_LIMIT) {
+        Ok(()) => match parse_stat(&String::from_utf8_lossy(&bytes)) {
             Ok(stat) => match stat.state {
                 'Z' => ProcLookup::Zombie(stat),
                 'X' | 'x' => ProcLookup::Gone,
@@ -124,6 +129,34 @@ pub fn lookup(pid: u32) -> ProcLookup {
             ProcLookup::Denied(format!("cannot read '{path}': {error}"))
         }
         Err(error) => ProcLookup::Fault(format!("cannot read '{path}': {error}")),
+    }
+}
+
+/// Reads at most `limit` bytes of a `/proc` file into `buffer` (cleared first). A `/proc`
+/// file hands over all it has in one read when there is room for it, so a read that leaves
+/// room is the last: a scan of a thousand processes saves a thousand empty reads.
+pub fn read_into(path: &str, buffer: &mut Vec<u8>, limit: usize) -> io::Result<()> {
+    buffer.clear();
+    let mut file = std::fs::File::open(path)?;
+    let mut chunk = 4096.min(limit);
+    loop {
+        let start = buffer.len();
+        buffer.resize(start + chunk, 0);
+        let read = loop {
+            match file.read(&mut buffer[start..]) {
+                Ok(read) => break read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    buffer.truncate(start);
+                    return Err(error);
+                }
+            }
+        };
+        buffer.truncate(start + read);
+        if read < chunk || buffer.len() >= limit {
+            return Ok(());
+        }
+        chunk = (limit - buffer.len()).min(buffer.len());
     }
 }
 

@@ -14,7 +14,7 @@
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::MetadataExt;
 
 use regex::RegexSet;
@@ -102,7 +102,7 @@ impl ProcessTable {
             path.push_str(name.to_str().unwrap_or_default());
             let base = path.len();
             path.push_str("/stat");
-            match read_into(&path, &mut buffer, 4096) {
+            match super::proc::read_into(&path, &mut buffer, 4096) {
                 Ok(()) => {}
                 Err(error) if gone(&error) => continue,
                 Err(error) => {
@@ -120,7 +120,7 @@ impl ProcessTable {
             let cmdline = if cmdlines {
                 path.truncate(base);
                 path.push_str("/cmdline");
-                match read_into(&path, &mut buffer, CMDLINE_LIMIT) {
+                match super::proc::read_into(&path, &mut buffer, CMDLINE_LIMIT) {
                     Ok(()) => joined_argv(&buffer),
                     Err(error) if gone(&error) => continue,
                     Err(error) => {
@@ -495,7 +495,7 @@ fn holds_lock(pid: u32, dev: u64, ino: u64, token: &str) -> Result<Option<(u32, 
 /// The command line of `pid` as shown to the operator: joined, inert, cut.
 pub fn shown_cmdline_of(pid: u32) -> Option<String> {
     let mut buffer = Vec::new();
-    read_into(&format!("/proc/{pid}/cmdline"), &mut buffer, CMDLINE_LIMIT).ok()?;
+    super::proc::read_into(&format!("/proc/{pid}/cmdline"), &mut buffer, CMDLINE_LIMIT).ok()?;
     let joined = joined_argv(&buffer);
     (!joined.is_empty()).then(|| shown_cmdline(&joined))
 }
@@ -552,34 +552,6 @@ fn quick_stat(bytes: &[u8]) -> Option<QuickStat> {
         pgrp,
         start_ticks,
     })
-}
-
-/// Reads at most `limit` bytes of a `/proc` file into `buffer` (cleared first). A `/proc`
-/// file hands over all it has in one read when there is room for it, so a read that leaves
-/// room is the last: a scan of a thousand processes saves a thousand empty reads.
-fn read_into(path: &str, buffer: &mut Vec<u8>, limit: usize) -> io::Result<()> {
-    buffer.clear();
-    let mut file = fs::File::open(path)?;
-    let mut chunk = 4096.min(limit);
-    loop {
-        let start = buffer.len();
-        buffer.resize(start + chunk, 0);
-        let read = loop {
-            match file.read(&mut buffer[start..]) {
-                Ok(read) => break read,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => {
-                    buffer.truncate(start);
-                    return Err(error);
-                }
-            }
-        };
-        buffer.truncate(start + read);
-        if read < chunk || buffer.len() >= limit {
-            return Ok(());
-        }
-        chunk = (limit - buffer.len()).min(buffer.len());
-    }
 }
 
 /// A process that has exited between the listing and the read.

@@ -15,12 +15,15 @@
 //! a link at a lock or log path, never read or show what such a link points to, never open
 //! anything but a regular file, and never judge what the file says: the callers do.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, FcntlArg, OFlag, fcntl};
@@ -203,7 +206,8 @@ pub enum Write {
 /// through, so that the folder judged is the folder used.
 #[derive(Debug)]
 pub struct Entry {
-    folder: OwnedFd,
+    /// Shared with the other entries of one pass's [`folders_remembered`] scope.
+    folder: Arc<OwnedFd>,
     folder_path: PathBuf,
     /// Group or others may add files to the folder (it is sticky, or it would be refused).
     shared: bool,
@@ -226,8 +230,28 @@ pub fn locate(path: &Path, role: Role, purpose: Purpose) -> Result<Entry, OpenEr
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let (folder, shared) = folder_of(&folder_path, path, role, purpose)?;
+    Ok(Entry {
+        folder,
+        folder_path,
+        shared,
+        name: name.to_os_string(),
+        path: path.to_path_buf(),
+        role,
+    })
+}
+
+/// Opens the folder `folder_path` of `path` and judges it: for writing, and for reading a
+/// lock, refused when someone other than the operator or root can change it. Answers the
+/// folder and whether group or others may add files to it.
+fn open_folder(
+    folder_path: &Path,
+    path: &Path,
+    role: Role,
+    purpose: Purpose,
+) -> Result<Folder, OpenError> {
     let folder = match nix::fcntl::open(
-        &folder_path,
+        folder_path,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     ) {
@@ -258,17 +282,64 @@ pub fn locate(path: &Path, role: Role, purpose: Purpose) -> Result<Entry, OpenEr
             "cannot trust the {} '{}': {}; {fix}",
             role.noun(),
             path.display(),
-            writer.describe(&folder_path)
+            writer.describe(folder_path)
         )));
     }
-    Ok(Entry {
-        folder,
-        folder_path,
-        shared: stat.st_mode & 0o022 != 0,
-        name: name.to_os_string(),
-        path: path.to_path_buf(),
-        role,
-    })
+    Ok((Arc::new(folder), stat.st_mode & 0o022 != 0))
+}
+
+/// A folder opened and judged: its descriptor, and whether group or others may add files to it.
+type Folder = (Arc<OwnedFd>, bool);
+
+/// The folders of one pass, by path and by whether they were judged by the folder rule.
+type Remembered = HashMap<(PathBuf, bool), Folder>;
+
+thread_local! {
+    /// The folders a probing pass has opened and judged fit to read from so far, while one
+    /// runs on this thread (see [`folders_remembered`]); `None` outside a pass.
+    static REMEMBERED: RefCell<Option<Remembered>> = const { RefCell::new(None) };
+}
+
+/// Runs `pass` remembering, for reading, every folder it opens and judges fit: a farm's locks
+/// sit in a few folders, and opening and judging one of them once per pass rather than once
+/// per file saves four system calls a lock. What is remembered ends with `pass`, so a folder
+/// whose permissions change is judged afresh by the next pass; writing never uses it, and a
+/// folder refused is not remembered (each file's refusal names that file).
+pub fn folders_remembered<T>(pass: impl FnOnce() -> T) -> T {
+    let outer = REMEMBERED.with(|cell| cell.borrow_mut().replace(HashMap::new()));
+    let result = pass();
+    REMEMBERED.with(|cell| *cell.borrow_mut() = outer);
+    result
+}
+
+/// The folder of `path`, opened and judged: as this pass already did when reading inside
+/// [`folders_remembered`], else now (and remembered when fit).
+fn folder_of(
+    folder_path: &Path,
+    path: &Path,
+    role: Role,
+    purpose: Purpose,
+) -> Result<Folder, OpenError> {
+    if purpose != Purpose::Read {
+        return open_folder(folder_path, path, role, purpose);
+    }
+    // Judged or not: the folder rule applies to reading some roles only.
+    let key = (folder_path.to_path_buf(), role.folder_matters_to_read());
+    let known = REMEMBERED.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            .and_then(|memo| memo.get(&key).cloned())
+    });
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    let opened = open_folder(folder_path, path, role, purpose)?;
+    REMEMBERED.with(|cell| {
+        if let Some(memo) = cell.borrow_mut().as_mut() {
+            memo.insert(key, opened.clone());
+        }
+    });
+    Ok(opened)
 }
 
 /// Opens `path` to read it: a lock or a log never through a link, a progress file or a
@@ -463,7 +534,7 @@ impl Entry {
         let mut path = self.path.clone().into_os_string();
         path.push(suffix);
         Ok(Entry {
-            folder: self.folder.as_fd().try_clone_to_owned()?,
+            folder: Arc::new(self.folder.as_fd().try_clone_to_owned()?),
             folder_path: self.folder_path.clone(),
             shared: self.shared,
             name,
@@ -632,6 +703,38 @@ mod tests {
             entry.open_write(Write::Append { mode: 0o644 }),
             Err(OpenError::Refused(why)) if why.contains("named pipe")
         ));
+    }
+
+    #[test]
+    fn a_pass_judges_each_folder_once_and_the_next_pass_afresh() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let folder = dir.path().join("locks");
+        std::fs::create_dir(&folder).expect("mkdir");
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for name in ["a.lock", "b.lock"] {
+            std::fs::write(folder.join(name), "42\n").expect("write");
+        }
+        folders_remembered(|| {
+            assert!(read(&folder.join("a.lock"), Role::Lock).is_ok());
+            // Opened anyone's to write in the middle of the pass: this pass judged it already.
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777))
+                .expect("chmod");
+            assert!(read(&folder.join("b.lock"), Role::Lock).is_ok());
+        });
+        match read(&folder.join("b.lock"), Role::Lock) {
+            Err(OpenError::Refused(why)) => assert!(why.contains("b.lock"), "{why}"),
+            other => panic!("the next pass trusted it: {other:?}"),
+        }
+        // Writing never goes by what a pass remembers.
+        folders_remembered(|| {
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+            assert!(read(&folder.join("a.lock"), Role::Lock).is_ok());
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777))
+                .expect("chmod");
+            assert!(locate(&folder.join("a.lock"), Role::Lock, Purpose::Write).is_err());
+        });
     }
 
     #[test]

@@ -1,0 +1,197 @@
+//! A cache of a large jobs file's validated form, so that a farm of thousands of jobs is not
+//! parsed again by every `mihari check`, `mihari heartbeat` and `mihari run`.
+//!
+//! Parsing YAML is the one cost of loading that grows with the farm and does not change
+//! between two loads of the same file: 10,000 jobs take a quarter of a second to parse, more
+//! than probing all of them. So when a jobs file of at least [`MIN_BYTES`] has been loaded
+//! and validated, its [`Config`] is kept as JSON in `$XDG_CACHE_HOME/mihari/` (else
+//! `~/.cache/mihari/`), keyed by everything the validated form depends on: the file's path,
+//! device, inode, size, modification and change times to the nanosecond (any write to the
+//! file, a `chmod` or a `mv` over it changes one of them; the change time cannot be set back
+//! by `touch`), `$HOME` and `$XDG_STATE_HOME` (paths are resolved against them), and the
+//! mihari binary itself (a rebuilt or upgraded mihari never reads what another one wrote).
+//! A cache that does not match, cannot be read, or is not safe — its folder or file not the
+//! operator's own, open to group or others, a link — is never used: the file is parsed as if
+//! there were none. The jobs file's own checks (its permissions and its folders') run on
+//! every load whatever the cache holds; only a file that loaded is ever cached. Nothing
+//! here decides anything about jobs.
+
+use std::ffi::OsString;
+use std::fs::{File, Metadata};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::Config;
+
+/// Jobs files smaller than this are parsed every time: they take a millisecond or two, and
+/// a cache file for every small jobs file (every test's, every demo's) would only litter.
+/// About 2,000 jobs. `MIHARI_CONFIG_CACHE_MIN_BYTES` changes it (the tests use 0).
+pub const MIN_BYTES: u64 = 256 * 1024;
+
+/// What the cached form depends on. Written as the first line of the cache file, so that a
+/// cache that does not match is found without reading the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Key {
+    /// The format of the cache file itself.
+    format: u32,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    home: Option<OsString>,
+    xdg_state_home: Option<OsString>,
+    /// The mihari binary that wrote it: device, inode, size and modification time.
+    binary: (u64, u64, u64, i64, i64),
+}
+
+/// The key for the jobs file at `path` (absolute), as `meta` (of the open file) describes
+/// it; `None` when it is too small to be worth caching, caching is off, or this binary
+/// cannot be told apart from another one.
+pub fn key(path: &Path, meta: &Metadata) -> Option<Key> {
+    let min = std::env::var("MIHARI_CONFIG_CACHE_MIN_BYTES")
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .unwrap_or(MIN_BYTES);
+    if meta.len() < min {
+        return None;
+    }
+    let binary = std::fs::metadata("/proc/self/exe").ok()?;
+    Some(Key {
+        format: 1,
+        path: std::path::absolute(path).ok()?,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size: meta.len(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+        home: std::env::var_os("HOME").filter(|home| !home.is_empty()),
+        xdg_state_home: std::env::var_os("XDG_STATE_HOME"),
+        binary: (
+            binary.dev(),
+            binary.ino(),
+            binary.len(),
+            binary.mtime(),
+            binary.mtime_nsec(),
+        ),
+    })
+}
+
+/// The cached form for `key`, when there is one that matches and is safe to trust.
+pub fn lookup(key: &Key) -> Option<Config> {
+    let folder = open_folder(&folder()?)?;
+    let fd = nix::fcntl::openat(
+        &folder,
+        file_name(key).as_str(),
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = File::from(fd);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || !private(&meta) {
+        return None;
+    }
+    let mut reader = BufReader::new(file);
+    let mut first = String::new();
+    reader.read_line(&mut first).ok()?;
+    let written: Key = serde_json::from_str(&first).ok()?;
+    if written != *key {
+        return None;
+    }
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).ok()?;
+    serde_json::from_slice(&rest).ok()
+}
+
+/// Keeps `config` for `key`, replacing what was there atomically (a temp file in the same
+/// folder, then a rename), so a reader never sees half a cache. Failing to keep it costs
+/// only the next load's parse: nothing is reported.
+pub fn store(key: &Key, config: &Config) {
+    let Some(dir) = folder() else { return };
+    if std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .is_err()
+    {
+        return;
+    }
+    let Some(folder) = open_folder(&dir) else {
+        return;
+    };
+    let (Ok(first), Ok(body)) = (serde_json::to_string(key), serde_json::to_vec(config)) else {
+        return;
+    };
+    let name = file_name(key);
+    let temp = format!("{name}.{}.tmp", std::process::id());
+    let Ok(fd) = nix::fcntl::openat(
+        &folder,
+        temp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    ) else {
+        return;
+    };
+    let mut file = File::from(fd);
+    let written = file
+        .write_all(first.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.write_all(&body));
+    drop(file);
+    let renamed = written.is_ok()
+        && nix::fcntl::renameat(&folder, temp.as_str(), &folder, name.as_str()).is_ok();
+    if !renamed {
+        let _ = nix::unistd::unlinkat(
+            &folder,
+            temp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+}
+
+/// `$XDG_CACHE_HOME/mihari` (when absolute), else `$HOME/.cache/mihari`.
+fn folder() -> Option<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute())
+    {
+        return Some(xdg.join("mihari"));
+    }
+    let home = std::env::var_os("HOME").filter(|home| !home.is_empty())?;
+    Some(PathBuf::from(home).join(".cache").join("mihari"))
+}
+
+/// The cache folder, opened without following a link, when it is the operator's own and
+/// closed to group and others.
+fn open_folder(dir: &Path) -> Option<OwnedFd> {
+    let fd = nix::fcntl::open(
+        dir,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let stat = nix::sys::stat::fstatat(&fd, "", AtFlags::AT_EMPTY_PATH).ok()?;
+    let operator = nix::unistd::geteuid().as_raw();
+    (stat.st_uid == operator && stat.st_mode & 0o077 == 0).then_some(fd)
+}
+
+/// Whether a cache file is the operator's own and closed to group and others.
+fn private(meta: &Metadata) -> bool {
+    meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 == 0
+}
+
+/// One cache file per jobs file path: `jobs-<first 16 hex of the path's sha256>.json`.
+fn file_name(key: &Key) -> String {
+    let digest = Sha256::digest(key.path.as_os_str().as_encoded_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("jobs-{hex}.json")
+}
