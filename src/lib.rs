@@ -13,6 +13,7 @@ pub mod demo;
 pub mod effect;
 pub mod engine;
 pub mod probe;
+pub mod render;
 pub mod store;
 pub mod tui;
 pub mod watch;

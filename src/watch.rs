@@ -19,7 +19,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use crate::cli::status_code;
 use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
@@ -27,11 +26,13 @@ use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category, paused_digest};
 use crate::effect::notify::{Finished, Notice, Notifier};
 use crate::effect::recorder::{Cut, Recorder};
+use crate::effect::textfile::Textfile;
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
 use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
+use crate::render::{prometheus, status_code};
 use crate::store::digest::{DigestCategory, next_cut};
 use crate::store::{Actor, Kind, NewEvent, Store, StoreError};
 
@@ -614,10 +615,22 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
     start_checks(&mut live, &sender, now);
     let mut waits: Vec<(String, DateTime<Utc>)>;
     let mut told_unwatched: BTreeSet<std::path::PathBuf> = BTreeSet::new();
+    let mut textfile = config
+        .settings
+        .prometheus_textfile
+        .as_deref()
+        .map(Textfile::new);
     loop {
         let now = Utc::now();
         let decisions;
         (decisions, waits) = watcher.pass(&live, &snapshot, store, now);
+        if let Some(textfile) = &mut textfile {
+            let _ = textfile.offer(prometheus::exposition(
+                &snapshot,
+                &live.engine.config().jobs,
+                prometheus::Writer::Watcher { at: now },
+            ));
+        }
         for decision in decisions {
             let config = config.clone();
             let sender = sender.clone();
@@ -636,7 +649,13 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
         }
 
         let engine_deadline = live.deadline(&snapshot, now);
-        let own = watcher.deadline(&waits, store);
+        let mut own = watcher.deadline(&waits, store);
+        if let Some(textfile) = &textfile {
+            let wait = textfile
+                .due()
+                .saturating_duration_since(std::time::Instant::now());
+            own = own.min(now + chrono::Duration::from_std(wait).unwrap_or_default());
+        }
         let deadline = engine_deadline.map_or(own, |at| at.min(own));
         let batch = next_batch(&mut inbox, Some(deadline), |i| {
             matches!(i, Input::Trigger(_))
@@ -647,6 +666,15 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
         for input in batch {
             match input {
                 Input::Stop => {
+                    // The last version says that nothing watches now, so an alert need not
+                    // wait for the file to go stale.
+                    if let Some(textfile) = &mut textfile {
+                        let _ = textfile.write(&prometheus::exposition(
+                            &snapshot,
+                            &live.engine.config().jobs,
+                            prometheus::Writer::WatcherStopping,
+                        ));
+                    }
                     // Notifiers end with the watcher: none is left behind to run unwatched.
                     let ended = watcher.notifier.as_mut().map_or(0, Notifier::stop);
                     if ended > 0 {
@@ -733,6 +761,13 @@ fn one_pass(config: Config, store: &mut Recorder, interval_sec: u64) -> ExitCode
     )));
     let now = Utc::now();
     let after = live.engine.refresh(None, now);
+    if let Some(path) = &config.settings.prometheus_textfile {
+        let _ = Textfile::new(path).write(&prometheus::exposition(
+            &after,
+            &config.jobs,
+            prometheus::Writer::Watcher { at: now },
+        ));
+    }
     let mut out = std::io::stdout().lock();
     let _ = crate::cli::render_table(&after, &mut out);
     ExitCode::from(status_code(&after))

@@ -567,21 +567,43 @@ fn the_config_is_found_through_mihari_config_then_xdg_config_home() {
 }
 
 #[test]
-fn check_prometheus_exposes_state_and_age() {
+fn check_prometheus_exposes_every_state_under_names_promtool_accepts() {
     let s = every_state();
     let (code, stdout, _) = s.check(&["--prometheus"]);
     assert_eq!(code, 2);
-    assert!(stdout.contains("mihari_job_state{job=\"running\",state=\"RUNNING\",bucket=\"\"} 1"));
+    for series in [
+        "mihari_job_state{job_id=\"running\",state=\"RUNNING\"} 1",
+        "mihari_job_state{job_id=\"dead\",state=\"DEAD_LOCK_STALE\"} 1",
+        "mihari_job_attention{job_id=\"dead\",bucket=\"RESTART\"} 1",
+        "mihari_job_attention{job_id=\"running\",bucket=\"RESTART\"} 0",
+        "mihari_dispatch_held 1",
+        "mihari_job_restarts_total{job_id=\"running\"} 0",
+        "mihari_job_done_items{job_id=\"running\"} 1200",
+        "mihari_job_expected_items{job_id=\"running\"} 5121",
+    ] {
+        assert!(stdout.contains(series), "'{series}' in:\n{stdout}");
+    }
+    assert!(stdout.contains("mihari_job_last_progress_timestamp_seconds{job_id=\"running\"} "));
+    // Every state and bucket at once, as promtool sees it (Debian's `prometheus`).
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (apt-get install -y prometheus)");
+    std::io::Write::write_all(
+        &mut promtool.stdin.take().expect("stdin"),
+        stdout.as_bytes(),
+    )
+    .expect("write");
+    let said = promtool.wait_with_output().expect("promtool ends");
     assert!(
-        stdout.contains(
-            "mihari_job_state{job=\"dead\",state=\"DEAD_LOCK_STALE\",bucket=\"RESTART\"} 1"
-        )
+        said.status.success() && said.stdout.is_empty() && said.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&said.stdout),
+        String::from_utf8_lossy(&said.stderr)
     );
-    assert!(stdout.contains("mihari_dispatch_held 1"));
-    assert!(stdout.contains("mihari_progress_age_seconds{job=\"running\"}"));
-    assert!(stdout.contains("mihari_restarts_24h{job=\"running\"} 0"));
-    assert!(stdout.contains("mihari_done{job=\"running\"} 1200"));
-    assert!(stdout.contains("mihari_expected_total{job=\"running\"} 5121"));
 }
 
 #[test]

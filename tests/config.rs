@@ -105,6 +105,7 @@ const REFUSALS: &[Refusal] = &[
     refusal("route_name_with_control",         8, 19, "local",         "holds a control character"),
     // values that would be silently wrong
     refusal("bad_digest_at",                   2, 14, "9am",           "HH:MM"),
+    refusal("prometheus_textfile_not_prom",    2, 24, "/var/lib/node_exporter/mihari.txt", "reads only *.prom"),
     refusal("other_users_home",                3, 10, "~alice/collect.log", "only '~/'"),
     refusal("empty_path",                      3, 10, "",              "relative to the jobs file's folder"),
     refusal("bad_table_name",                  7, 14, "progress; DROP TABLE x", "not a plain SQL name"),

@@ -1,4 +1,5 @@
-//! `mihari check`: one assessment of every job, printed as a table, JSON or Prometheus text.
+//! `mihari check`: one assessment of every job, printed as a table, JSON, Prometheus text or
+//! the Monitoring Plugins format (the last two are written by [`crate::render`]).
 //!
 //! The exit code follows the Nagios convention so cron, systemd and monitoring systems can
 //! act on it: 0 OK, 1 WARNING (STALE or DISPATCH), 2 CRITICAL (RESTART or RED), 3 UNKNOWN
@@ -15,11 +16,9 @@ use crate::core::assess::fmt_secs;
 use crate::core::text::inert;
 use crate::core::{Assessment, Bucket, CheckOutcome};
 use crate::engine::{Engine, Snapshot};
+use crate::render;
 
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_WARNING: u8 = 1;
-pub const EXIT_CRITICAL: u8 = 2;
-pub const EXIT_UNKNOWN: u8 = 3;
+pub use crate::render::{EXIT_UNKNOWN, status_code};
 
 /// How `check` prints its snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +26,22 @@ pub enum CheckFormat {
     Table,
     Json,
     Prometheus,
+    Nagios,
 }
 
 pub(super) fn run(config: Option<&Path>, format: CheckFormat, out: &mut impl Write) -> ExitCode {
+    // A plugin's reader (Nagios, Icinga, NRPE) shows stdout only: say UNKNOWN there too,
+    // with the refusal's first line (file:line:col and why).
+    if format == CheckFormat::Nagios
+        && let Err(error) =
+            crate::config::find_config_path(config).and_then(|path| crate::config::load(&path))
+    {
+        let said = error.to_string();
+        let first = said.lines().next().unwrap_or("").replace('|', "/");
+        let _ = writeln!(out, "MIHARI UNKNOWN - {}", inert(&first));
+        let _ = writeln!(io::stderr(), "mihari: {said}");
+        return ExitCode::from(EXIT_UNKNOWN);
+    }
     let config = match super::load_config(config) {
         Ok(config) => config,
         Err(code) => return code,
@@ -60,28 +72,15 @@ pub fn assess_and_render(
     let written = match format {
         CheckFormat::Table => render_table(&snapshot, out),
         CheckFormat::Json => render_json(&snapshot, out),
-        CheckFormat::Prometheus => render_prometheus(&snapshot, out),
+        CheckFormat::Prometheus => render::prometheus::render(
+            &snapshot,
+            &engine.config().jobs,
+            render::prometheus::Writer::Check,
+            out,
+        ),
+        CheckFormat::Nagios => render::nagios::render(&snapshot, out),
     };
     (snapshot, written)
-}
-
-/// The Nagios status of a snapshot: a state store that cannot be used is UNKNOWN (what it
-/// holds — approvals, history, the watcher's record — cannot be seen); otherwise the worst
-/// bucket present decides, and a pending approval is at least a warning.
-pub fn status_code(snapshot: &Snapshot) -> u8 {
-    if snapshot.store_fault.is_some() {
-        return EXIT_UNKNOWN;
-    }
-    let approvals = snapshot
-        .list
-        .rows()
-        .any(|row| !row.pending_approvals.is_empty());
-    match snapshot.list.worst() {
-        Some(Bucket::Restart | Bucket::Red) => EXIT_CRITICAL,
-        Some(Bucket::Stale | Bucket::Dispatch) => EXIT_WARNING,
-        None if approvals => EXIT_WARNING,
-        None => EXIT_OK,
-    }
 }
 
 /// A readable table in action-list order, each row followed by its reasons.
@@ -325,121 +324,4 @@ fn json_check(check: &CheckOutcome) -> JsonCheck<'_> {
         detail: inert(&check.detail),
         at: check.at.to_rfc3339_opts(SecondsFormat::Millis, true),
     }
-}
-
-/// Prometheus text exposition: one gauge family per measure, one series per job.
-pub fn render_prometheus(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "# HELP mihari_job_state 1 for the job's current state."
-    )?;
-    writeln!(out, "# TYPE mihari_job_state gauge")?;
-    for row in snapshot.list.rows() {
-        writeln!(
-            out,
-            "mihari_job_state{{job=\"{}\",state=\"{}\",bucket=\"{}\"}} 1",
-            label(&row.id),
-            row.state.as_str(),
-            row.bucket.map_or("", Bucket::as_str)
-        )?;
-    }
-    writeln!(
-        out,
-        "# HELP mihari_progress_age_seconds Seconds since the freshest progress."
-    )?;
-    writeln!(out, "# TYPE mihari_progress_age_seconds gauge")?;
-    for row in snapshot.list.rows() {
-        if let Some(age) = row.progress_age_sec {
-            writeln!(
-                out,
-                "mihari_progress_age_seconds{{job=\"{}\"}} {age}",
-                label(&row.id)
-            )?;
-        }
-    }
-    writeln!(
-        out,
-        "# HELP mihari_done Items done, from the countable sources."
-    )?;
-    writeln!(out, "# TYPE mihari_done gauge")?;
-    for row in snapshot.list.rows() {
-        if let Some(done) = row.done {
-            writeln!(out, "mihari_done{{job=\"{}\"}} {done}", label(&row.id))?;
-        }
-    }
-    writeln!(out, "# HELP mihari_expected_total Items expected in all.")?;
-    writeln!(out, "# TYPE mihari_expected_total gauge")?;
-    for row in snapshot.list.rows() {
-        if let Some(total) = row.expected_total {
-            writeln!(
-                out,
-                "mihari_expected_total{{job=\"{}\"}} {total}",
-                label(&row.id)
-            )?;
-        }
-    }
-    writeln!(
-        out,
-        "# HELP mihari_restarts_24h Restarts (spawns) of the job in the last 24 hours."
-    )?;
-    writeln!(out, "# TYPE mihari_restarts_24h gauge")?;
-    for row in snapshot.list.rows() {
-        let restarts = snapshot
-            .evidence_of(&row.id)
-            .map_or(0, |e| e.history.spawns_24h.len());
-        writeln!(
-            out,
-            "mihari_restarts_24h{{job=\"{}\"}} {restarts}",
-            label(&row.id)
-        )?;
-    }
-    writeln!(
-        out,
-        "# HELP mihari_bucket_jobs Jobs in each action-list bucket."
-    )?;
-    writeln!(out, "# TYPE mihari_bucket_jobs gauge")?;
-    for (bucket, n) in snapshot.list.counts() {
-        writeln!(
-            out,
-            "mihari_bucket_jobs{{bucket=\"{}\"}} {n}",
-            bucket.as_str()
-        )?;
-    }
-    writeln!(
-        out,
-        "# HELP mihari_store_readable 0 while the state store is damaged, refused or \
-         unreadable (check exits 3), else 1."
-    )?;
-    writeln!(out, "# TYPE mihari_store_readable gauge")?;
-    writeln!(
-        out,
-        "mihari_store_readable {}",
-        u8::from(snapshot.store_fault.is_none())
-    )?;
-    writeln!(
-        out,
-        "# HELP mihari_store_writes_failing 1 while the watcher's writes to the state store \
-         fail (a RED rule)."
-    )?;
-    writeln!(out, "# TYPE mihari_store_writes_failing gauge")?;
-    writeln!(
-        out,
-        "mihari_store_writes_failing {}",
-        u8::from(snapshot.store_writes_failing.is_some())
-    )?;
-    writeln!(out, "# HELP mihari_dispatch_held 1 while anything is RED.")?;
-    writeln!(out, "# TYPE mihari_dispatch_held gauge")?;
-    writeln!(
-        out,
-        "mihari_dispatch_held {}",
-        u8::from(snapshot.list.dispatch_held.is_some())
-    )
-}
-
-/// Escapes a Prometheus label value (backslash, double quote, newline).
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

@@ -17,9 +17,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config;
 
-pub use check::{
-    CheckFormat, assess_and_render, render_json, render_prometheus, render_table, status_code,
-};
+pub use check::{CheckFormat, assess_and_render, render_json, render_table, status_code};
 
 /// mihari (見張り, "the lookout"): which of your long-running jobs need a human, in what order.
 #[derive(Debug, Parser)]
@@ -42,11 +40,15 @@ pub enum Command {
     /// (STALE/DISPATCH), 2 CRITICAL (RESTART/RED), 3 UNKNOWN (bad config, cannot assess).
     Check {
         /// One JSON object (see the README for its fields).
-        #[arg(long, conflicts_with = "prometheus")]
+        #[arg(long, conflicts_with_all = ["prometheus", "nagios"])]
         json: bool,
-        /// Prometheus text exposition format.
-        #[arg(long)]
+        /// Prometheus text exposition format (the names `promtool check metrics` accepts).
+        #[arg(long, conflicts_with = "nagios")]
         prometheus: bool,
+        /// The Monitoring Plugins format, for Nagios, Icinga and NRPE: a first line with
+        /// performance data, then one line per job that needs a human.
+        #[arg(long)]
+        nagios: bool,
     },
     /// A sandbox of real, simulated jobs showing every state and bucket, with the
     /// dashboard on it (or one `check` printed, when the output is not a terminal).
@@ -146,11 +148,17 @@ pub fn run(cli: Cli) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match cli.command {
-        Some(Command::Check { json, prometheus }) => {
+        Some(Command::Check {
+            json,
+            prometheus,
+            nagios,
+        }) => {
             let format = if json {
                 CheckFormat::Json
             } else if prometheus {
                 CheckFormat::Prometheus
+            } else if nagios {
+                CheckFormat::Nagios
             } else {
                 CheckFormat::Table
             };

@@ -41,6 +41,9 @@ pub struct Settings {
     pub max_hops: u32,
     /// argv run once per immediate escalation, with the message as last argument.
     pub escalate_command: Option<Vec<String>>,
+    /// Where the watcher keeps its metrics for node_exporter's textfile collector (a
+    /// `.prom` file), rewritten atomically after every change and at least once a minute.
+    pub prometheus_textfile: Option<PathBuf>,
 }
 
 /// A predicate of `should_run_when`; the job should run when all of them hold.

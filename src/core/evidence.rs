@@ -295,6 +295,9 @@ pub struct History {
     /// Restarts of this job that failed since it was last seen healthy or acknowledged: the
     /// attempt count of the current episode, across claim keys.
     pub failed_restarts: u64,
+    /// Every spawn (restart) of this job the event log holds, by anyone: a count that only
+    /// grows (the Prometheus counter `mihari_job_restarts_total`).
+    pub restarts_total: u64,
     /// Why the event log could not be read, when it could not: then nothing above is known,
     /// and a predicate that needs it (`not_succeeded`) cannot be evaluated.
     pub unreadable: Option<String>,

@@ -14,6 +14,7 @@ pub mod recover;
 pub mod release;
 pub mod run;
 pub mod spawn;
+pub mod textfile;
 pub mod watch_lock;
 
 use std::path::{Path, PathBuf};

@@ -77,6 +77,8 @@ pub(super) struct StoreView {
     healthy: HashMap<String, Event>,
     /// Restarts of each job that failed in its current episode.
     failures: HashMap<String, u64>,
+    /// Spawns of each job ever recorded.
+    spawn_counts: HashMap<String, u64>,
 }
 
 impl StoreView {
@@ -124,6 +126,7 @@ impl StoreView {
             .restart_failures_in_episode(None)?
             .into_iter()
             .collect();
+        view.spawn_counts = store.spawn_counts()?.into_iter().collect();
         Ok(view)
     }
 
@@ -269,6 +272,7 @@ impl StoreView {
             acknowledged: acknowledged.map(note),
             seen_healthy,
             failed_restarts,
+            restarts_total: self.spawn_counts.get(job).copied().unwrap_or(0),
             unreadable: None,
         }
     }

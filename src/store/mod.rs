@@ -848,6 +848,19 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// How many times each job was ever spawned (restarted) by anyone, by the event log: the
+    /// `mihari_job_restarts_total` counter. The log is append-only, so the count only grows.
+    pub fn spawn_counts(&self) -> Result<Vec<(String, u64)>> {
+        let mut statement = self.conn.prepare(
+            "SELECT job, count(*) FROM events WHERE kind = 'spawned' AND job IS NOT NULL \
+             GROUP BY job",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok((row.get(0)?, row.get::<_, i64>(1)?.max(0) as u64))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// How many restarts of each job (of `job` alone, when given) failed in its current
     /// episode: since it was last seen healthy (`verified`, or `state-changed ... -> RUNNING`)
     /// or acknowledged. One episode's attempts are counted across its claim keys, so a third

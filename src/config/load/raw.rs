@@ -51,6 +51,7 @@ pub(super) struct RawSettings {
     pub max_hops: Option<u32>,
     #[serde(default, deserialize_with = "given")]
     pub escalate_command: Given<Argv>,
+    pub prometheus_textfile: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

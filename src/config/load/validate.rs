@@ -212,6 +212,7 @@ fn settings(raw: Option<RawSettings>, paths: &Paths<'_>) -> Result<Settings, Con
         workspace_cooldown_sec: None,
         max_hops: None,
         escalate_command: None,
+        prometheus_textfile: None,
     });
 
     let state_dir = match &raw.state_dir {
@@ -241,6 +242,25 @@ fn settings(raw: Option<RawSettings>, paths: &Paths<'_>) -> Result<Settings, Con
 
     let escalate_command = command(src, raw.escalate_command, "settings.escalate_command")?;
 
+    let prometheus_textfile = match &raw.prometheus_textfile {
+        Some(textfile) => {
+            let path = paths.resolve(textfile, "settings.prometheus_textfile")?;
+            if path.extension().is_none_or(|ext| ext != "prom") {
+                return Err(src.refuse(
+                    Pos::of(textfile),
+                    format!(
+                        "prometheus_textfile {} does not end in '.prom': node_exporter's \
+                         textfile collector reads only *.prom files, so nothing would be \
+                         scraped; name it like /var/lib/node_exporter/textfile/mihari.prom",
+                        quote(&textfile.value)
+                    ),
+                ));
+            }
+            Some(path)
+        }
+        None => None,
+    };
+
     Ok(Settings {
         state_dir,
         digest_at,
@@ -250,6 +270,7 @@ fn settings(raw: Option<RawSettings>, paths: &Paths<'_>) -> Result<Settings, Con
             .unwrap_or(DEFAULT_WORKSPACE_COOLDOWN_SEC),
         max_hops: raw.max_hops.unwrap_or(DEFAULT_MAX_HOPS),
         escalate_command,
+        prometheus_textfile,
     })
 }
 
