@@ -12,6 +12,7 @@ pub mod core;
 pub mod demo;
 pub mod effect;
 pub mod engine;
+pub mod fleet;
 pub mod probe;
 pub mod render;
 pub mod store;

@@ -970,3 +970,50 @@ fn sigint_to_the_watcher_leaves_no_notifier_behind() {
         sandbox.stderrs()
     );
 }
+
+/// A script reading `check --json` sees whether anything watches (SPEC §8 `watcher`): none
+/// yet, alive with its pid, gone with why once it stopped (and `rules` says so), passes with
+/// the last pass's time.
+#[test]
+fn check_json_says_whether_a_watcher_watches() {
+    let watcher = |sandbox: &Sandbox| -> serde_json::Value {
+        let out = sandbox.mihari(&["check", "--json"]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["watcher"].clone()
+    };
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    assert_eq!(watcher(&sandbox)["state"], "none_yet");
+
+    let pid = sandbox.watch(&[]);
+    sandbox.wait_until(Duration::from_secs(20), "the watcher to be alive", || {
+        watcher(&sandbox)["state"] == "alive"
+    });
+    let alive = watcher(&sandbox);
+    assert_eq!(alive["pid"], serde_json::json!(pid), "{alive}");
+    assert!(alive["since"].is_string(), "{alive}");
+
+    kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    let _ = sandbox.watchers[0].wait();
+    let gone = watcher(&sandbox);
+    assert_eq!(gone["state"], "gone", "{gone}");
+    assert!(
+        gone["reason"].as_str().unwrap().contains("stopped"),
+        "{gone}"
+    );
+    let out = sandbox.mihari(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["rules"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("no machine is watching"),
+        "{report}"
+    );
+
+    let once = sandbox.mihari(&["watch", "--once", "--interval", "300"]);
+    assert!(once.status.code().is_some());
+    let passes = watcher(&sandbox);
+    assert_eq!(passes["state"], "passes", "{passes}");
+    assert!(passes["last_pass_at"].is_string(), "{passes}");
+}

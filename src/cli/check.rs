@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::core::assess::fmt_secs;
 use crate::core::text::inert;
 use crate::core::{Assessment, Bucket, CheckOutcome};
-use crate::engine::{Engine, Snapshot};
+use crate::engine::{Engine, Snapshot, WatcherStatus};
 use crate::render;
 
 pub use crate::render::{EXIT_UNKNOWN, status_code};
@@ -207,6 +207,52 @@ struct JsonReport<'a> {
     /// Broken rules that belong to no job.
     rules: Vec<String>,
     store: JsonStore,
+    /// Whether a machine watcher watches these jobs (SPEC §8).
+    watcher: JsonWatcher,
+}
+
+/// The machine watcher as a script sees it: `state` one of `alive`, `passes` (`mihari watch
+/// --once` often enough), `gone` (it ran and nothing watches now: RED), `none_yet` or
+/// `unknown` (its lock cannot be judged), with what is known of it.
+#[derive(Serialize)]
+struct JsonWatcher {
+    state: &'static str,
+    pid: Option<u32>,
+    since: Option<String>,
+    last_pass_at: Option<String>,
+    reason: Option<String>,
+}
+
+fn json_watcher(watcher: &WatcherStatus) -> JsonWatcher {
+    let at = |t: &chrono::DateTime<Utc>| Some(t.to_rfc3339_opts(SecondsFormat::Millis, true));
+    let mut json = JsonWatcher {
+        state: "none_yet",
+        pid: None,
+        since: None,
+        last_pass_at: None,
+        reason: None,
+    };
+    match watcher {
+        WatcherStatus::Never => {}
+        WatcherStatus::Alive { pid, since } => {
+            json.state = "alive";
+            json.pid = Some(*pid).filter(|pid| *pid > 0);
+            json.since = at(since);
+        }
+        WatcherStatus::Passes { last, .. } => {
+            json.state = "passes";
+            json.last_pass_at = at(last);
+        }
+        WatcherStatus::Gone { why } => {
+            json.state = "gone";
+            json.reason = Some(inert(why));
+        }
+        WatcherStatus::Unknown { why } => {
+            json.state = "unknown";
+            json.reason = Some(inert(why));
+        }
+    }
+    json
 }
 
 /// Whether the state store can be used: `ok`; `fault` (check exits 3) or `writes_failing`
@@ -281,6 +327,7 @@ pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> 
                 .or(snapshot.store_writes_failing.as_deref())
                 .map(inert),
         },
+        watcher: json_watcher(&snapshot.watcher),
     };
     serde_json::to_writer(&mut *out, &report)?;
     writeln!(out)

@@ -60,6 +60,17 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Several hosts at once (SPEC §11): each host's own `mihari check --json`, over the
+    /// fleet file's ssh, merged in the fixed order with a host column. An unreachable host is
+    /// RED, never dropped. Exit: the worst of the hosts' codes.
+    Fleet {
+        /// The fleet file. Default: $MIHARI_FLEET, else $XDG_CONFIG_HOME/mihari/fleet.yaml,
+        /// else ~/.config/mihari/fleet.yaml.
+        #[arg(long, value_name = "FILE")]
+        fleet: Option<PathBuf>,
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// The machine watcher: keeps watch when no one looks, restarts only what the rules
     /// allow, escalates the four kinds at once and queues the rest for the daily digest.
     /// One per state_dir (exit 75 if another runs). `--once`: one pass, `check`'s codes.
@@ -143,6 +154,16 @@ pub enum Command {
     Sim(crate::demo::sim::SimArgs),
 }
 
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Every host's verdicts, merged: a table, or one JSON object with `host` on every job
+    /// and a `hosts` list.
+    Check {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// Runs the parsed command line; the process exits with the returned code.
 pub fn run(cli: Cli) -> ExitCode {
     let stdout = std::io::stdout();
@@ -169,6 +190,10 @@ pub fn run(cli: Cli) -> ExitCode {
             crate::demo::run(dir.as_deref(), dashboard, &mut out)
         }
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
+        Some(Command::Fleet {
+            fleet,
+            command: FleetCommand::Check { json },
+        }) => fleet_check(fleet.as_deref(), json, &mut out),
         Some(Command::Watch { once, interval }) => {
             drop(out);
             crate::watch::run(cli.config.as_deref(), once, interval)
@@ -227,4 +252,32 @@ pub(crate) fn load_config(explicit: Option<&std::path::Path>) -> Result<config::
         let _ = writeln!(std::io::stderr(), "mihari: {error}");
         ExitCode::from(check::EXIT_UNKNOWN)
     })
+}
+
+/// `mihari fleet check [--json]`.
+fn fleet_check(path: Option<&std::path::Path>, json: bool, out: &mut impl Write) -> ExitCode {
+    let fleet = match config::find_fleet_path(path).and_then(|path| config::load_fleet(&path)) {
+        Ok(fleet) => fleet,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "mihari: {error}");
+            return ExitCode::from(check::EXIT_UNKNOWN);
+        }
+    };
+    let hosts = crate::fleet::check::ask_all(&fleet);
+    let merged = crate::fleet::check::merge(&hosts);
+    let written = if json {
+        crate::fleet::check::render_json(&merged, out)
+    } else {
+        crate::fleet::check::render_table(&merged, out)
+    };
+    match written.and_then(|()| out.flush()) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "mihari: cannot write the report: {error}"
+            );
+            ExitCode::from(check::EXIT_UNKNOWN)
+        }
+        _ => ExitCode::from(crate::fleet::check::exit_code(&hosts)),
+    }
 }

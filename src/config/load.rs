@@ -8,6 +8,7 @@
 //! and the folders above it: whether a log or lock exists is evidence, never a config error.
 
 mod diagnose;
+pub mod fleet;
 mod raw;
 mod validate;
 
@@ -176,7 +177,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let file = File::open(path).map_err(|err| unreadable(path, &err))?;
     let meta = file.metadata().map_err(|err| unreadable(path, &err))?;
     check_not_writable_by_others(path, meta.mode())?;
-    check_folders(path)?;
+    check_folders(path, "the jobs file")?;
     // A large farm's validated form, kept from the last load of this very file (the checks
     // above ran all the same).
     let key = super::cache::key(path, &meta);
@@ -298,7 +299,8 @@ fn check_not_writable_by_others(path: &Path, mode: u32) -> Result<(), ConfigErro
 /// written and the folders of the real file (after symlinks) count. A folder that cannot be
 /// examined is skipped: the file was just opened through it, and the file's own check still
 /// holds.
-fn check_folders(path: &Path) -> Result<(), ConfigError> {
+/// `what` names the file in the refusal ("the jobs file", "the fleet file").
+fn check_folders(path: &Path, what: &str) -> Result<(), ConfigError> {
     use crate::probe::safe_open::{FolderWriter, folder_writer};
     let mut folders: Vec<PathBuf> = Vec::new();
     if let Ok(absolute) = std::path::absolute(path) {
@@ -323,7 +325,7 @@ fn check_folders(path: &Path) -> Result<(), ConfigError> {
         let shown = folder.display().to_string();
         let message = match writer {
             FolderWriter::GroupOrOthers { .. } => format!(
-                "the folder {} holding the jobs file has mode {}: it is writable by group \
+                "the folder {} holding {what} has mode {}: it is writable by group \
                  or others without the sticky bit, so anyone there could replace the file, \
                  and it names commands that will run; run: chmod go-w {}",
                 quote(&shown),
@@ -331,8 +333,8 @@ fn check_folders(path: &Path) -> Result<(), ConfigError> {
                 shell_word(&shown)
             ),
             FolderWriter::Owner(_) => format!(
-                "{}, and it holds the jobs file, which names commands that will run; move \
-                 the jobs file to a folder only you can write",
+                "{}, and it holds {what}, which names commands that will run; move \
+                 {what} to a folder only you can write",
                 writer.describe(&folder)
             ),
         };

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::NaiveTime;
 use serde::{Deserialize, Serialize};
 
+pub use load::fleet::{Fleet, Host, find_fleet_path, load_fleet, load_fleet_str};
 pub use load::{ConfigError, find_config_path, load, load_str};
 
 /// The whole validated jobs file.

@@ -1,0 +1,10 @@
+//! The fleet (SPEC §11): several hosts, each with its own `mihari watch` and event log,
+//! seen together over ssh. Nothing central is home-made: every host answers with its own
+//! `mihari check --json`, and every decision is carried out by the host's own mihari.
+//!
+//! This front-end never imports the command line. It owns asking the hosts
+//! ([`remote`]) and merging their answers into one action list in the fixed order
+//! ([`check`]); a host that cannot be asked is RED, never silently absent.
+
+pub mod check;
+pub mod remote;
