@@ -15,6 +15,7 @@
 //! | a stall deadline (freshest reading + stall_sec 2) -> STALLED on screen | p99 at most 100 ms | how late the bench's own timer wakes for the same deadline |
 //! | a change -> the `state-changed` event in a running watcher's store (1,000 jobs) | p99 at most 100 ms | the bench's own inotify on the changed folder, or its own reap of the killed holder |
 //! | `mihari check --json` over 1,000 jobs declared by `process.cmdline`, 1,000 more processes running (`procscan`) | at most 1.5x the floor | `ps -e -o pid=,lstart=,args=` in the same run |
+//! | the watcher's Prometheus textfile for the 1,000 jobs (`textfile`): the exposition rendered and written (temp file, fsync, rename) | at most 20 ms | the same bytes written the same way by the bench (`fs::write` + fsync + rename) |
 //! | a farm of 10,000 such jobs (`farm`): `mihari check --json`; the dashboard's first full frame (from its start until the header counts every job) and its RSS then and after the activity; the idle window with every job quiet | check at most 1.0x the floor; first frame at most 0.5 s; RSS at most 80 MB; idle at most 0.05 % | the same floors as above |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
@@ -27,7 +28,8 @@
 //! like `benches/dashboard.rs`.
 //!
 //! Knobs (environment), defaults give the README's figures:
-//! - `MIHARI_BENCH_ONLY`: a comma list of `check,rss,tail,idle,screen,watcher,procscan,farm`
+//! - `MIHARI_BENCH_ONLY`: a comma list of
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile`
 //!   (default all).
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
 //!   window follow the knobs below).
@@ -165,7 +167,7 @@ fn run() -> Result<(), String> {
     println!("machine: {}", machine());
     let mut table = Table::default();
 
-    let fleet_needed = ["check", "rss", "screen", "watcher"]
+    let fleet_needed = ["check", "rss", "screen", "watcher", "textfile"]
         .iter()
         .any(|part| knobs.wants(part));
     if fleet_needed {
@@ -190,6 +192,9 @@ fn run() -> Result<(), String> {
         }
         if knobs.wants("watcher") {
             measure_watcher(&knobs, exe, &mut fleet, &mut holders, &mut table)?;
+        }
+        if knobs.wants("textfile") {
+            measure_textfile(&knobs, &fleet, &mut table)?;
         }
         drop(holders);
     }
@@ -500,6 +505,66 @@ fn measure_check(
         format!("first {}; warm {}", ms(first), ms(warm)),
         "—",
         None,
+    );
+    Ok(())
+}
+
+/// The watcher's textfile for the fleet's jobs: what one rewrite costs it (render the
+/// exposition, write it to a temp file, fsync, rename), against the same bytes written the
+/// same way by the bench.
+fn measure_textfile(knobs: &Knobs, fleet: &Fleet, table: &mut Table) -> Result<(), String> {
+    use mihari::effect::textfile::Textfile;
+    use mihari::render::prometheus::{Writer, exposition};
+    let config = mihari::config::load(&fleet.jobs_yaml).map_err(|e| e.to_string())?;
+    let jobs = config.jobs.clone();
+    let mut engine = Engine::new(config);
+    let snapshot = engine.refresh(None, Utc::now());
+    let out = knobs.tempdir()?;
+    let path = out.path().join("mihari.prom");
+    let mut textfile = Textfile::new(&path);
+    let floor_path = out.path().join("floor.prom");
+    let floor_temp = out.path().join(".floor.prom.tmp");
+    let runs = (knobs.runs * 7).max(21);
+    let mut writes = Vec::new();
+    let mut floors = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..runs {
+        let started = Instant::now();
+        let text = exposition(&snapshot, &jobs, Writer::Watcher { at: Utc::now() });
+        textfile.write(&text)?;
+        writes.push(started.elapsed());
+        bytes = text.len();
+        let started = Instant::now();
+        let mut file = File::create(&floor_temp).map_err(|e| e.to_string())?;
+        file.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        file.sync_data().map_err(|e| e.to_string())?;
+        fs::rename(&floor_temp, &floor_path).map_err(|e| e.to_string())?;
+        floors.push(started.elapsed());
+    }
+    let written = fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    if written.matches("mihari_job_state{").count() != knobs.jobs * 8 {
+        return Err("the textfile does not hold every job's states".to_string());
+    }
+    let write = median(&mut writes);
+    let floor = median(&mut floors);
+    println!(
+        "\ntextfile for {} jobs ({} KiB), {runs} rewrites: mihari {} (median), floor (write + fsync + rename) {}",
+        knobs.jobs,
+        bytes / 1024,
+        ms(write),
+        ms(floor)
+    );
+    table.add(
+        format!(
+            "the watcher's textfile, {} jobs ({} KiB)",
+            knobs.jobs,
+            bytes / 1024
+        ),
+        "≤ 20 ms",
+        format!("write + fsync + rename {}", ms(floor)),
+        ms(write),
+        format!("{:.2}×", write.as_secs_f64() / floor.as_secs_f64()),
+        Some(write <= Duration::from_millis(20)),
     );
     Ok(())
 }
