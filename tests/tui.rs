@@ -875,6 +875,7 @@ fn a_pending_approval_shows_on_its_row_and_in_the_header() {
         step: "publish".into(),
         summary: "publish 3 articles".into(),
         requested: now() - Duration::seconds(300),
+        requested_by: None,
     }];
     let mut model = Model::new(
         jobs.clone(),
