@@ -143,6 +143,7 @@ fn the_demo_dashboard_in_tmux_shows_every_state_follows_keys_and_cleans_up() {
             "\nDISPATCH ",
             "held while RED: gaps",
             "no watcher yet",
+            "⚑ APPROVALS 2",
         ],
         Duration::from_secs(30),
     );
