@@ -184,7 +184,14 @@ pub fn run(config: Option<&Path>, args: RunArgs) -> ExitCode {
                      first (mihari resume {})",
                     plan.job,
                     note.by,
-                    note.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    {
+                        let zone = crate::probe::zone::Zone::machine();
+                        format!(
+                            "{} {}",
+                            zone.format(note.at, "%Y-%m-%d %H:%M:%S"),
+                            zone.short_name(note.at)
+                        )
+                    },
                     note.reason,
                     plan.job
                 );

@@ -67,6 +67,13 @@ impl Zone {
         }
     }
 
+    /// The zone's abbreviation alone at `at` ("JST", "UTC", "UTC+04:00"), where a line has no
+    /// room for the offset.
+    pub fn short_name(self, at: DateTime<Utc>) -> String {
+        let name = self.name(at);
+        name.split(" (").next().unwrap_or(&name).to_string()
+    }
+
     /// The words a header names the zone with, once: "times in JST (+09:00)".
     pub fn header(self, at: DateTime<Utc>) -> String {
         format!("times in {}", self.name(at))
@@ -88,9 +95,11 @@ impl Zone {
                 match chrono::NaiveDateTime::parse_from_str(&caps[1], "%Y-%m-%d %H:%M:%S") {
                     Ok(naive) => {
                         let at = naive.and_utc();
-                        let short = self.name(at);
-                        let short = short.split(" (").next().unwrap_or(&short);
-                        format!("{} {short}", self.format(at, "%Y-%m-%d %H:%M:%S"))
+                        format!(
+                            "{} {}",
+                            self.format(at, "%Y-%m-%d %H:%M:%S"),
+                            self.short_name(at)
+                        )
                     }
                     Err(_) => caps[0].to_string(),
                 }
