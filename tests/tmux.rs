@@ -389,6 +389,19 @@ fn two_pending_approvals_are_listed_and_the_second_is_chosen_approved_and_record
         "check names the first as pending, and only it: {report}"
     );
 
+    // The events view shows the approval at its time in Tokyo.
+    let approved_at = chrono::DateTime::parse_from_rfc3339(approved[0]["at"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&tokyo)
+        .format("%m-%d %H:%M:%S approved")
+        .to_string();
+    tmux.keys(&["e"]);
+    tmux.wait_for(
+        &["events: job publisher", &approved_at],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Escape"]);
+
     tmux.keys(&["q"]);
     tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
 }
