@@ -133,7 +133,7 @@ fn check_shows_tokyo_time_and_names_the_zone_once_while_json_stays_utc() {
         .to_string();
     let in_utc = paused_at.format("%Y-%m-%d %H:%M:%S UTC").to_string();
     assert!(
-        table.contains(&format!("paused by")) && table.contains(&in_tokyo),
+        table.contains("paused by") && table.contains(&in_tokyo),
         "the pause at {in_tokyo} is not shown in Tokyo's time:\n{table}"
     );
     assert!(!table.contains(&in_utc), "a UTC time is left:\n{table}");

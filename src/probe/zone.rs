@@ -111,7 +111,7 @@ impl Zone {
 /// The local zone's abbreviation at `at` ("JST", "CEST"), from the C library; `None` when it
 /// has none to give.
 fn abbreviation(at: DateTime<Utc>) -> Option<String> {
-    let time: libc::time_t = at.timestamp().try_into().ok()?;
+    let time: libc::time_t = at.timestamp();
     // SAFETY: `tm` is a plain C struct that localtime_r fills; an all-zero value is a valid
     // starting point. localtime_r is the thread-safe form, and `tm_zone`, when set, points at
     // a NUL-terminated string the C library keeps for the life of the process.
