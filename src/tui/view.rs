@@ -3,7 +3,7 @@
 //! Side-effect free: it reads no clock (ages are computed against `model.now`), no file and no
 //! environment (the theme and the time zone are in the model), so the same model always draws
 //! the same screen. Times are written in `model.zone`, named once in the header; the zone is
-//! UTC unless the runtime set the machine's, whose rules chrono reads once per process.
+//! UTC unless the runtime set the machine's (`TZ`, `/etc/localtime`, as chrono's `Local` reads them).
 //! Every string that came from a job was made inert by the probes; it passes through
 //! [`inert`] once more here, because a cell is the last gate before the terminal.
 
