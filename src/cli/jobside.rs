@@ -720,7 +720,7 @@ pub fn render_events(events: &[Event], out: &mut impl Write) -> io::Result<()> {
                 e.actor.as_str().to_string(),
                 cell(&e.run),
                 cell(&e.route),
-                cell(&e.reason),
+                zone.rewrite_utc_stamps(&cell(&e.reason)),
             ]
         })
         .collect();

@@ -1483,7 +1483,10 @@ fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
                 text.push_str(&format!(" route {}", inert(route)));
             }
             if let Some(reason) = &event.reason {
-                text.push_str(&format!(" {}", inert(reason)));
+                text.push_str(&format!(
+                    " {}",
+                    model.zone.rewrite_utc_stamps(&inert(reason))
+                ));
             }
             Line::styled(pad(&text, usize::from(inner.width)), style)
         })
