@@ -91,6 +91,18 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
     assert!(paused.trim_start().starts_with("reindex "), "{stdout}");
     assert!(paused.contains("paused by "), "{stdout}");
     assert!(paused.contains("search cluster upgrade"), "{stdout}");
+    // Two questions from one job wait for a human: the approve key chooses between them.
+    assert!(stdout.contains("approvals pending: 2"), "{stdout}");
+    let phases = stdout
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("phases "))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        phases.contains("step 'publish'") && phases.contains("step 'delete'"),
+        "{stdout}"
+    );
     assert!(
         mihari::core::text::is_inert(&stdout.replace('\n', "")),
         "escape sequences leaked"

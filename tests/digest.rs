@@ -579,14 +579,14 @@ fn the_command_says_when_nothing_is_cut_yet_and_shows_the_queue() {
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[0].starts_with("no digest cut yet; the next cut is at 09:00 local, "),
+        lines[0].starts_with("no digest cut yet; the next cut is at 09:00 UTC, "),
         "{stdout}"
     );
     assert!(
         lines
             .last()
             .unwrap()
-            .starts_with("pending: 0 items not cut yet; the next cut is at 09:00 local, "),
+            .starts_with("pending: 0 items not cut yet; the next cut is at 09:00 UTC, "),
         "{stdout}"
     );
 
@@ -644,7 +644,7 @@ fn the_command_shows_the_newest_undelivered_digest_in_local_time_and_stays_read_
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines[0],
-        "digest #4 · cut 2025-05-04 18:00 local (2025-05-04 09:00 UTC) · 25 items · not \
+        "digest #4 · cut 2025-05-04 18:00 JST (2025-05-04 09:00 UTC) · 25 items · not \
          delivered yet"
     );
     assert!(
@@ -671,7 +671,7 @@ fn the_command_shows_the_newest_undelivered_digest_in_local_time_and_stays_read_
         lines
             .last()
             .unwrap()
-            .starts_with("pending: 1 item not cut yet; the next cut is at 09:00 local, ")
+            .starts_with("pending: 1 item not cut yet; the next cut is at 09:00 JST, ")
     );
 
     // Printing delivered nothing.
@@ -689,7 +689,7 @@ fn the_command_shows_the_newest_undelivered_digest_in_local_time_and_stays_read_
     store.mark_digest_delivered(newest).unwrap();
     let (_, stdout, _) = sandbox.digest("UTC", &[]);
     assert!(
-        stdout.starts_with("digest #3 · cut 2025-05-03 09:00 local (2025-05-03 09:00 UTC)"),
+        stdout.starts_with("digest #3 · cut 2025-05-03 09:00 UTC"),
         "{stdout}"
     );
     assert!(
@@ -718,7 +718,7 @@ fn all_shows_every_digest_newest_first_and_the_queue() {
     assert_eq!(code, 0);
     assert!(
         stdout.starts_with(
-            "no digest waiting: the newest, #4 cut 2025-05-04 09:00 local, was delivered "
+            "no digest waiting: the newest, #4 cut 2025-05-04 09:00 UTC, was delivered "
         ),
         "{stdout}"
     );

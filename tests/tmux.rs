@@ -143,6 +143,7 @@ fn the_demo_dashboard_in_tmux_shows_every_state_follows_keys_and_cleans_up() {
             "\nDISPATCH ",
             "held while RED: gaps",
             "no watcher yet",
+            "⚑ APPROVALS 2",
         ],
         Duration::from_secs(30),
     );
@@ -235,4 +236,172 @@ fn the_dashboard_fits_80x24_and_quits_on_ctrl_c() {
     tmux.wait_for(&["DEMO-EXITED-0"], Duration::from_secs(10));
     let left = live_processes_mentioning(&sandbox.to_string_lossy());
     assert!(left.is_empty(), "demo processes left running: {left:?}");
+}
+
+/// `mihari ARGS --config JOBS` with `TZ=Asia/Tokyo` for it alone: (exit code, stdout).
+fn mihari_in_tokyo(jobs: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mihari"))
+        .arg("--config")
+        .arg(jobs)
+        .args(args)
+        .env("TZ", "Asia/Tokyo")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("mihari runs");
+    (
+        out.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn two_pending_approvals_are_listed_and_the_second_is_chosen_approved_and_recorded() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let jobs = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &jobs,
+        "settings:\n  state_dir: state\njobs:\n  - id: publisher\n    lock: publisher.lock\n    \
+         log: publisher.log\n    should_run_when: [resource_free]\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(dir.path().join("publisher.log"), "waiting for a human\n").unwrap();
+    for (step, key, summary) in [
+        (
+            "publish",
+            "k-first-publish",
+            "publish 3 articles to the main feed",
+        ),
+        ("delete", "k-second-delete", "delete 12 raw shards"),
+    ] {
+        let (code, said) = mihari_in_tokyo(
+            &jobs,
+            &[
+                "approval",
+                "request",
+                "publisher",
+                "--step",
+                step,
+                "--key",
+                key,
+                "--summary",
+                summary,
+            ],
+        );
+        assert_eq!(code, 10, "a new request is pending: {said}");
+        // Two requests in the same millisecond would have no order to show.
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (_, listed) = mihari_in_tokyo(&jobs, &["approval", "list", "--json"]);
+    let requested: Vec<(String, chrono::DateTime<chrono::Utc>)> = listed
+        .lines()
+        .flat_map(|l| {
+            let value: serde_json::Value = serde_json::from_str(l).expect("json");
+            match value {
+                serde_json::Value::Array(items) => items,
+                one => vec![one],
+            }
+        })
+        .map(|a| {
+            let at = chrono::DateTime::parse_from_rfc3339(a["requested"].as_str().unwrap())
+                .unwrap()
+                .with_timezone(&chrono::Utc);
+            (a["key"].as_str().unwrap().to_string(), at)
+        })
+        .collect();
+    assert_eq!(requested.len(), 2, "{listed}");
+    let tokyo = chrono::FixedOffset::east_opt(9 * 3600).unwrap();
+    let asked_at = |key: &str| {
+        let at = requested.iter().find(|(k, _)| k == key).unwrap().1;
+        at.with_timezone(&tokyo).format("%H:%M:%S").to_string()
+    };
+
+    let command = format!(
+        "TZ=Asia/Tokyo {} --config {}; echo DASHBOARD-EXITED-$?; sleep 60",
+        env!("CARGO_BIN_EXE_mihari"),
+        jobs.display()
+    );
+    let tmux = Tmux::start("approvals", 120, 40, &command);
+    // The header names the zone once; the detail lists both, oldest first, with who asked
+    // and when in Tokyo's time.
+    tmux.wait_for(
+        &["publisher", "⚑ APPROVALS 2", "JST (+09:00)"],
+        Duration::from_secs(30),
+    );
+    tmux.keys(&["Enter"]);
+    let first_at = format!("at {} (", asked_at("k-first-publish"));
+    let second_at = format!("at {} (", asked_at("k-second-delete"));
+    let screen = tmux.wait_for(
+        &[
+            "Approvals pending: 2",
+            "1 ⚑ step 'publish': publish 3 articles to the main feed · asked by ",
+            "2 ⚑ step 'delete': delete 12 raw shards · asked by ",
+            "key k-first-publish",
+            "key k-second-delete",
+            &first_at,
+            &second_at,
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(screen.matches("JST (+09:00)").count(), 1, "{screen}");
+
+    // a: the chooser, not the first one's dialog; 2 chooses the second; the same
+    // confirmation dialog follows, asking for the typed job id.
+    tmux.keys(&["a"]);
+    tmux.wait_for(
+        &[
+            "which request of 'publisher'?",
+            "› 1 step 'publish'",
+            "  2 step 'delete'",
+        ],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["2"]);
+    let dialog = tmux.wait_for(
+        &["approve 'publisher'?", "k-second-delete", "[ Approve ]"],
+        Duration::from_secs(10),
+    );
+    assert!(!dialog.contains("which request"), "{dialog}");
+    for c in "publisher".chars() {
+        tmux.run(&["send-keys", "-t", "demo", "-l", &c.to_string()]);
+    }
+    tmux.keys(&["Tab", "Tab", "Tab", "Tab", "Enter"]);
+    tmux.wait_for(&["Approval pending (a to decide)"], Duration::from_secs(20));
+
+    // The event log records the second one approved; the first is still pending.
+    let (_, approved) = mihari_in_tokyo(&jobs, &["events", "--json", "--kind", "approved"]);
+    let approved: Vec<serde_json::Value> = approved
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(approved.len(), 1, "{approved:?}");
+    assert_eq!(approved[0]["key"], "k-second-delete");
+    assert_eq!(approved[0]["actor"], "operator");
+    let (_, pending) = mihari_in_tokyo(&jobs, &["approval", "list", "--json"]);
+    assert!(pending.contains("k-first-publish"), "{pending}");
+    assert!(!pending.contains("k-second-delete"), "{pending}");
+    let (_, report) = mihari_in_tokyo(&jobs, &["check", "--json"]);
+    assert!(
+        report.contains("(mihari approval approve k-first-publish)")
+            && !report.contains("k-second-delete"),
+        "check names the first as pending, and only it: {report}"
+    );
+
+    // The events view shows the approval at its time in Tokyo.
+    let approved_at = chrono::DateTime::parse_from_rfc3339(approved[0]["at"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&tokyo)
+        .format("%m-%d %H:%M:%S approved")
+        .to_string();
+    tmux.keys(&["e"]);
+    tmux.wait_for(
+        &["events: job publisher", &approved_at],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Escape"]);
+
+    tmux.keys(&["q"]);
+    tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
 }

@@ -875,6 +875,7 @@ fn a_pending_approval_shows_on_its_row_and_in_the_header() {
         step: "publish".into(),
         summary: "publish 3 articles".into(),
         requested: now() - Duration::seconds(300),
+        requested_by: None,
     }];
     let mut model = Model::new(
         jobs.clone(),
@@ -1233,4 +1234,95 @@ fn a_paused_job_is_listed_last_with_who_when_why_and_its_last_run() {
         screen.contains("last run       exited 1 11m ago"),
         "{screen}"
     );
+}
+
+/// Two questions of one job: `a` opens a chooser (not the first one's dialog), arrows and
+/// digits pick, Esc decides nothing; with one question `a` proposes it at once, as before.
+#[test]
+fn the_approve_key_chooses_among_several_pending_approvals_80x24() {
+    let (jobs, mut evidence) = fleet();
+    let approval =
+        |key: &str, step: &str, summary: &str, secs: i64, by: Option<&str>| PendingApproval {
+            key: key.into(),
+            step: step.into(),
+            summary: summary.into(),
+            requested: ago(secs),
+            requested_by: by.map(Into::into),
+        };
+    evidence[7].pending_approvals = vec![
+        approval("k-one", "publish", "publish 3 articles", 600, Some("alice")),
+        approval("k-two", "delete", "delete 12 raw shards", 120, None),
+    ];
+    let mut model = Model::new(
+        jobs.clone(),
+        "/etc/mihari/jobs.yaml".into(),
+        Theme::plain(),
+        now(),
+    );
+    update(&mut model, Msg::Resize(80, 24));
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence.clone(), now())),
+    );
+    select(&mut model, "publish");
+    let detail = mihari::tui::view::detail_lines(&model, 200)
+        .iter()
+        .map(|l| l.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        detail.contains("1 ⚑ step 'publish': publish 3 articles · asked by alice at 08:50:00 (10m ago) · key k-one"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("2 ⚑ step 'delete': delete 12 raw shards · asked at 08:58:00 (2m ago)"),
+        "{detail}"
+    );
+
+    assert_eq!(press(&mut model, "a"), vec![]);
+    let chooser = model.chooser.as_ref().expect("a chooser");
+    assert_eq!(chooser.at, 0);
+    insta::assert_snapshot!(draw(&model));
+    // Down moves, Up stays at the top, Esc closes with nothing decided.
+    update(&mut model, key(KeyCode::Down));
+    assert_eq!(model.chooser.as_ref().unwrap().at, 1);
+    update(&mut model, key(KeyCode::Down));
+    assert_eq!(model.chooser.as_ref().unwrap().at, 1);
+    assert_eq!(update(&mut model, key(KeyCode::Esc)), None);
+    assert!(model.chooser.is_none());
+    // A digit takes that one at once; Enter takes the highlighted one.
+    press(&mut model, "a");
+    assert_eq!(
+        press(&mut model, "2"),
+        vec![Command::ProposeApproval {
+            job: "publish".into(),
+            key: "k-two".into()
+        }]
+    );
+    assert!(model.chooser.is_none());
+    press(&mut model, "a");
+    press(&mut model, "9");
+    assert!(model.chooser.is_some(), "no ninth: the chooser stays");
+    assert_eq!(
+        update(&mut model, key(KeyCode::Enter)),
+        Some(Command::ProposeApproval {
+            job: "publish".into(),
+            key: "k-one".into()
+        })
+    );
+
+    // One question: the dialog is proposed at once, as it always was.
+    evidence[7].pending_approvals.truncate(1);
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(
+        press(&mut model, "a"),
+        vec![Command::Propose {
+            action: Action::Approve,
+            job: "publish".into()
+        }]
+    );
+    assert!(model.chooser.is_none());
 }

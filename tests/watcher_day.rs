@@ -206,6 +206,7 @@ impl World {
                                 step: "publish".into(),
                                 summary: "publish 3 articles".into(),
                                 requested: at(11, 0),
+                                requested_by: None,
                             }];
                         }
                         seen

@@ -16,6 +16,7 @@ use crate::core::assess::fmt_secs;
 use crate::core::text::inert;
 use crate::core::{Assessment, Bucket, CheckOutcome};
 use crate::engine::{Engine, Snapshot, WatcherStatus};
+use crate::probe::zone::Zone;
 use crate::render;
 
 pub use crate::render::{EXIT_UNKNOWN, status_code};
@@ -83,8 +84,14 @@ pub fn assess_and_render(
     (snapshot, written)
 }
 
-/// A readable table in action-list order, each row followed by its reasons.
+/// A readable table in action-list order, each row followed by its reasons; times in the
+/// machine's zone, named once in the first line.
 pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    render_table_in(snapshot, Zone::machine(), out)
+}
+
+/// [`render_table`] with times in `zone`.
+pub fn render_table_in(snapshot: &Snapshot, zone: Zone, out: &mut impl Write) -> io::Result<()> {
     let list = &snapshot.list;
     let total = list.actions.len() + list.rest.len();
     let counts: Vec<String> = list
@@ -94,11 +101,12 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         .collect();
     writeln!(
         out,
-        "mihari check · {} · {total} job{} · {} · {}",
-        snapshot.generated_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        "mihari check · {} · {} · {total} job{} · {} · {}",
+        zone.format(snapshot.generated_at, "%Y-%m-%d %H:%M:%S"),
+        zone.header(snapshot.generated_at),
         if total == 1 { "" } else { "s" },
         counts.join(" · "),
-        snapshot.watcher.words()
+        snapshot.watcher.words_in(zone)
     )?;
     if let Some(fault) = &snapshot.store_fault {
         writeln!(
@@ -116,7 +124,7 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         writeln!(out, "approvals pending: {approvals} (mihari approval list)")?;
     }
     for notice in &snapshot.notices {
-        writeln!(out, "notice: {}", inert(notice))?;
+        writeln!(out, "notice: {}", zone.rewrite_utc_stamps(&inert(notice)))?;
     }
     if total == 0 {
         writeln!(
@@ -138,11 +146,11 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
         writeln!(out, "\n{} ({count})", bucket.as_str())?;
         if bucket == Bucket::Red {
             for rule in &list.rules {
-                writeln!(out, "  ✖ {}", inert(rule))?;
+                writeln!(out, "  ✖ {}", zone.rewrite_utc_stamps(&inert(rule)))?;
             }
         }
         for row in list.bucket(bucket) {
-            write_row(row, width, out)?;
+            write_row(row, width, zone, out)?;
         }
     }
     let (paused, quiet): (Vec<&Assessment>, Vec<&Assessment>) = list
@@ -152,19 +160,19 @@ pub fn render_table(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()>
     if !quiet.is_empty() {
         writeln!(out, "\nNOTHING TO DO ({})", quiet.len())?;
         for row in quiet {
-            write_row(row, width, out)?;
+            write_row(row, width, zone, out)?;
         }
     }
     if !paused.is_empty() {
         writeln!(out, "\nPAUSED ({})", paused.len())?;
         for row in paused {
-            write_row(row, width, out)?;
+            write_row(row, width, zone, out)?;
         }
     }
     Ok(())
 }
 
-fn write_row(row: &Assessment, width: usize, out: &mut impl Write) -> io::Result<()> {
+fn write_row(row: &Assessment, width: usize, zone: Zone, out: &mut impl Write) -> io::Result<()> {
     let liveness = match (row.liveness, row.pid) {
         (Some(l), Some(pid)) => format!("{} pid {pid}", l.as_str()),
         (Some(l), None) => l.as_str().to_string(),
@@ -191,10 +199,10 @@ fn write_row(row: &Assessment, width: usize, out: &mut impl Write) -> io::Result
         progress,
     )?;
     if let Some(held) = &row.held {
-        writeln!(out, "      {}", inert(held))?;
+        writeln!(out, "      {}", zone.rewrite_utc_stamps(&inert(held)))?;
     }
     for reason in &row.reasons {
-        writeln!(out, "      - {}", inert(reason))?;
+        writeln!(out, "      - {}", zone.rewrite_utc_stamps(&inert(reason)))?;
     }
     Ok(())
 }

@@ -207,8 +207,14 @@ fn confirm_and_execute(
     out: &mut impl Write,
 ) -> ExitCode {
     let _ = writeln!(out, "{} '{}':", decision.verb(), decision.job());
+    // Times in the machine's zone, as on the dashboard.
+    let zone = crate::probe::zone::Zone::machine();
     for (label, value) in decision.describe(Utc::now()) {
-        let _ = writeln!(out, "  {label:<9} {}", inert(&value));
+        let _ = writeln!(
+            out,
+            "  {label:<9} {}",
+            zone.rewrite_utc_stamps(&inert(&value))
+        );
     }
     let _ = out.flush();
     if !yes {

@@ -14,6 +14,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use chrono::{DateTime, Local, Utc};
+
+use crate::probe::zone::Zone;
 use clap::Args;
 use serde::Serialize;
 
@@ -208,22 +210,29 @@ impl View<'_> {
             Some(at) => format!("delivered {}", local(at)),
             None => "not delivered yet".to_string(),
         };
+        // The cut in UTC too, unless the machine's zone is UTC already.
+        let utc = digest.cut.format("%Y-%m-%d %H:%M UTC").to_string();
+        let cut = match local(digest.cut) {
+            same if same == utc => same,
+            local => format!("{local} ({utc})"),
+        };
         writeln!(
             out,
-            "digest #{} · cut {} ({}) · {} · {delivered}",
+            "digest #{} · cut {cut} · {} · {delivered}",
             digest.id,
-            local(digest.cut),
-            digest.cut.format("%Y-%m-%d %H:%M UTC"),
             items(digest.items.len()),
         )?;
         write_lines(&self.report_of(index), out)
     }
 
     fn next_cut_text(&self) -> String {
-        self.next_cut
-            .with_timezone(&Local)
-            .format("%H:%M local, %Y-%m-%d")
-            .to_string()
+        let zone = Zone::machine();
+        format!(
+            "{} {}, {}",
+            zone.format(self.next_cut, "%H:%M"),
+            zone.short_name(self.next_cut),
+            zone.format(self.next_cut, "%Y-%m-%d")
+        )
     }
 }
 
@@ -238,10 +247,14 @@ fn to_json(value: &impl Serialize) -> io::Result<String> {
     serde_json::to_string(value).map_err(io::Error::other)
 }
 
+/// A time in the machine's zone, named by its abbreviation ("2025-05-04 18:00 JST").
 fn local(at: DateTime<Utc>) -> String {
-    at.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M local")
-        .to_string()
+    let zone = Zone::machine();
+    format!(
+        "{} {}",
+        zone.format(at, "%Y-%m-%d %H:%M"),
+        zone.short_name(at)
+    )
 }
 
 fn items(n: usize) -> String {

@@ -184,7 +184,14 @@ pub fn run(config: Option<&Path>, args: RunArgs) -> ExitCode {
                      first (mihari resume {})",
                     plan.job,
                     note.by,
-                    note.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    {
+                        let zone = crate::probe::zone::Zone::machine();
+                        format!(
+                            "{} {}",
+                            zone.format(note.at, "%Y-%m-%d %H:%M:%S"),
+                            zone.short_name(note.at)
+                        )
+                    },
                     note.reason,
                     plan.job
                 );
@@ -336,7 +343,13 @@ fn request_approval(
         Ok(store) => store,
         Err(error) => return refuse(&error.to_string()),
     };
-    let approval = match store.request_approval(job, &inert(step), &key, &inert(summary)) {
+    let approval = match store.request_approval_by(
+        job,
+        &inert(step),
+        &key,
+        &inert(summary),
+        Some(&crate::effect::operator_name()),
+    ) {
         Ok(approval) => approval,
         Err(error) => return refuse(&format!("the request was not recorded: {error}")),
     };
@@ -498,6 +511,7 @@ fn approval_json(approval: &Approval) -> serde_json::Value {
         "state": approval.state.as_str(),
         "reason": approval.reason,
         "requested": rfc3339(approval.requested),
+        "requested_by": approval.requested_by,
         "decided": approval.decided.map(rfc3339),
     })
 }
@@ -687,28 +701,39 @@ fn event_json(event: &Event) -> serde_json::Value {
     })
 }
 
-/// The events as a table: time (UTC, ms), kind, job, actor, run, route, reason.
+/// The events as a table: time (in the machine's zone, named in the column's header, to the
+/// ms), kind, job, actor, run, route, reason. `--json` keeps RFC 3339 in UTC.
 pub fn render_events(events: &[Event], out: &mut impl Write) -> io::Result<()> {
     if events.is_empty() {
         return writeln!(out, "no events");
     }
+    let zone = crate::probe::zone::Zone::machine();
+    let time_header = format!("TIME {}", zone.name(Utc::now()));
     let cell = |value: &Option<String>| value.as_deref().map_or_else(|| "-".to_string(), inert);
     let rows: Vec<Vec<String>> = events
         .iter()
         .map(|e| {
             vec![
-                rfc3339(e.at),
+                zone.format(e.at, "%Y-%m-%d %H:%M:%S%.3f"),
                 inert(&e.kind),
                 cell(&e.job),
                 e.actor.as_str().to_string(),
                 cell(&e.run),
                 cell(&e.route),
-                cell(&e.reason),
+                zone.rewrite_utc_stamps(&cell(&e.reason)),
             ]
         })
         .collect();
     write_table(
-        &["TIME", "KIND", "JOB", "ACTOR", "RUN", "ROUTE", "REASON"],
+        &[
+            &time_header,
+            "KIND",
+            "JOB",
+            "ACTOR",
+            "RUN",
+            "ROUTE",
+            "REASON",
+        ],
         &rows,
         out,
     )
@@ -840,6 +865,7 @@ mod tests {
             reason: None,
             requested: at("2025-05-01T11:59:00Z"),
             decided: None,
+            requested_by: None,
         };
         let mut out = Vec::new();
         render_approvals(&[approval], false, at("2025-05-01T12:00:00Z"), &mut out).expect("writes");

@@ -124,6 +124,8 @@ pub struct PendingApproval {
     /// Already inert.
     pub summary: String,
     pub requested: DateTime<Utc>,
+    /// Who asked (a user name), already inert; `None` for a request made before it was kept.
+    pub requested_by: Option<String>,
 }
 
 /// Whether the process that holds a lock is alive. Three values, never two: `Unknown` is

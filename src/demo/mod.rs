@@ -112,8 +112,9 @@ pub fn run_demo(
 }
 
 /// What the demo does through mihari's own commands, as an operator would: `mihari run` a
-/// one-shot job to its end (exit 0: COMPLETE by `not_succeeded`, with nothing to count), and
-/// `mihari pause` a job with a reason (PAUSED, listed after the action list).
+/// one-shot job to its end (exit 0: COMPLETE by `not_succeeded`, with nothing to count),
+/// `mihari pause` a job with a reason (PAUSED, listed after the action list), and two
+/// `mihari approval request`s of one job (the approve key chooses between them).
 fn record_decisions(exe: &Path, jobs_file: &Path) -> Result<(), String> {
     let mihari = |args: &[&str]| {
         Command::new(exe)
@@ -139,6 +140,37 @@ fn record_decisions(exe: &Path, jobs_file: &Path) -> Result<(), String> {
     ])?;
     if !paused.success() {
         return Err(format!("the job 'reindex' could not be paused ({paused})"));
+    }
+    // Two questions from one job, as a publishing pipeline asks them: the approve key
+    // chooses between them. Exit 10 is "pending".
+    for (step, key, summary) in [
+        (
+            "publish",
+            "demo-publish-issue-42",
+            "publish issue 42 (3 articles) to the main feed",
+        ),
+        (
+            "delete",
+            "demo-delete-drafts",
+            "delete the 12 superseded drafts of issue 41",
+        ),
+    ] {
+        let asked = mihari(&[
+            "approval",
+            "request",
+            "phases",
+            "--step",
+            step,
+            "--key",
+            key,
+            "--summary",
+            summary,
+        ])?;
+        if asked.code() != Some(10) {
+            return Err(format!(
+                "the job 'phases' could not ask for approval to {step} ({asked})"
+            ));
+        }
     }
     Ok(())
 }

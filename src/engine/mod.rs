@@ -486,23 +486,34 @@ impl Engine {
                 let Some(pending) = seen.pending_approvals.first() else {
                     return Err(format!("no approval is pending for '{id}'"));
                 };
-                let plan = ApprovalPlan {
-                    job: id.to_string(),
-                    key: pending.key.clone(),
-                    step: pending.step.clone(),
-                    summary: pending.summary.clone(),
-                    reason: None,
-                };
-                Ok(if action == Action::Approve {
-                    Decision::Approve(plan)
-                } else {
-                    Decision::Deny(plan)
-                })
+                approval_decision(action, id, pending)
             }
             Action::Pause | Action::Resume | Action::Acknowledge => {
                 propose_note(action, row, &crate::effect::operator_name())
             }
         }
+    }
+
+    /// Proposes approving (or denying) the pending approval `key` of job `id`, one of several
+    /// the operator chose among; refused when that request is no longer pending.
+    pub fn propose_approval(
+        &self,
+        action: Action,
+        id: &str,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, String> {
+        let snapshot = self.reassess(now);
+        let Some(seen) = snapshot.evidence_of(id) else {
+            return Err(format!("no job '{id}' in the jobs file"));
+        };
+        let Some(pending) = seen.pending_approvals.iter().find(|a| a.key == key) else {
+            return Err(format!(
+                "approval '{key}' of '{id}' is no longer pending: it was decided meanwhile \
+                 (mihari approval list --all)"
+            ));
+        };
+        approval_decision(action, id, pending)
     }
 
     fn propose_restart(
@@ -890,6 +901,26 @@ fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
         ),
         stamp(seen.history.attempt_started),
     )
+}
+
+/// The approval or denial of one pending request, as its dialog shows it.
+fn approval_decision(
+    action: Action,
+    id: &str,
+    pending: &crate::core::PendingApproval,
+) -> Result<Decision, String> {
+    let plan = ApprovalPlan {
+        job: id.to_string(),
+        key: pending.key.clone(),
+        step: pending.step.clone(),
+        summary: pending.summary.clone(),
+        reason: None,
+    };
+    Ok(if action == Action::Deny {
+        Decision::Deny(plan)
+    } else {
+        Decision::Approve(plan)
+    })
 }
 
 /// A pause, a resume or an acknowledgement of `row`, decided by `by`, or why it says

@@ -153,17 +153,24 @@ impl StoreView {
                     note: beat.note.as_deref().map(inert),
                 })
             }),
-            pending: self
-                .pending
-                .iter()
-                .filter(|a| a.job == id)
-                .map(|a| PendingApproval {
-                    key: inert(&a.key),
-                    step: inert(&a.step),
-                    summary: inert(&a.summary),
-                    requested: a.requested,
-                })
-                .collect(),
+            pending: {
+                // Oldest first: the order they were asked in, numbered so in the detail and
+                // in the approve key's chooser.
+                let mut pending: Vec<PendingApproval> = self
+                    .pending
+                    .iter()
+                    .filter(|a| a.job == id)
+                    .map(|a| PendingApproval {
+                        key: inert(&a.key),
+                        step: inert(&a.step),
+                        summary: inert(&a.summary),
+                        requested: a.requested,
+                        requested_by: a.requested_by.as_deref().map(inert),
+                    })
+                    .collect();
+                pending.sort_by(|a, b| a.requested.cmp(&b.requested).then(a.key.cmp(&b.key)));
+                pending
+            },
             started_before: self.newest(id, &[Kind::Started, Kind::Spawned]).is_some(),
             history: self.history(id, now),
         }
@@ -314,18 +321,23 @@ pub enum WatcherStatus {
 }
 
 impl WatcherStatus {
-    /// The header's words.
+    /// The header's words, times in UTC.
     pub fn words(&self) -> String {
+        self.words_in(crate::probe::zone::Zone::Utc)
+    }
+
+    /// The header's words, times in `zone` (the header names it).
+    pub fn words_in(&self, zone: crate::probe::zone::Zone) -> String {
         match self {
             WatcherStatus::Never => "no watcher yet".to_string(),
             WatcherStatus::Alive { pid, since } => {
                 format!(
                     "watcher alive (pid {pid}, since {})",
-                    since.format("%m-%d %H:%M")
+                    zone.format(*since, "%m-%d %H:%M")
                 )
             }
             WatcherStatus::Passes { last, .. } => {
-                format!("watcher passes (last {})", last.format("%H:%M:%S"))
+                format!("watcher passes (last {})", zone.format(*last, "%H:%M:%S"))
             }
             WatcherStatus::Gone { .. } => "NO WATCHER".to_string(),
             WatcherStatus::Unknown { .. } => "watcher unknown".to_string(),

@@ -16,6 +16,7 @@ pub mod rotation;
 pub mod safe_open;
 pub mod table;
 pub mod tail;
+pub mod zone;
 
 use crate::config::JobSpec;
 use crate::core::{Evidence, Reading};

@@ -453,6 +453,8 @@ pub struct Approval {
     pub reason: Option<String>,
     pub requested: DateTime<Utc>,
     pub decided: Option<DateTime<Utc>>,
+    /// Who asked: the user that ran `mihari approval request` (`None` for older requests).
+    pub requested_by: Option<String>,
 }
 
 /// A job's heartbeat: progress it reported itself.
@@ -1155,13 +1157,27 @@ impl Store {
         key: &str,
         summary: &str,
     ) -> Result<Approval> {
+        self.request_approval_by(job, step, key, summary, None)
+    }
+
+    /// [`Store::request_approval`], naming who asked (a user name), which the job's detail
+    /// shows beside the step.
+    pub fn request_approval_by(
+        &mut self,
+        job: &str,
+        step: &str,
+        key: &str,
+        summary: &str,
+        by: Option<&str>,
+    ) -> Result<Approval> {
         let (actor, session) = (self.actor, self.session.clone());
         self.write(|tx| {
             let now = Utc::now();
             let inserted = tx.execute(
-                "INSERT INTO approvals (key, job, step, summary, state, requested_ms) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5) ON CONFLICT(key) DO NOTHING",
-                params![key, job, step, summary, ms(now)],
+                "INSERT INTO approvals (key, job, step, summary, state, requested_ms, \
+                 requested_by) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6) \
+                 ON CONFLICT(key) DO NOTHING",
+                params![key, job, step, summary, ms(now), by],
             )?;
             if inserted == 1 {
                 insert_event(
@@ -1228,7 +1244,8 @@ impl Store {
     /// Approval requests, newest first; only pending ones when `pending_only`.
     pub fn approvals(&self, pending_only: bool) -> Result<Vec<Approval>> {
         let mut statement = self.conn.prepare(
-            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms FROM approvals \
+            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms, requested_by \
+             FROM approvals \
              WHERE (?1 = 0 OR state = 'pending') ORDER BY requested_ms DESC",
         )?;
         let rows = statement.query_map(params![i64::from(pending_only)], approval_from_row)?;
@@ -1736,13 +1753,15 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
         reason: row.get(5)?,
         requested: from_ms(row.get(6)?),
         decided: row.get::<_, Option<i64>>(7)?.map(from_ms),
+        requested_by: row.get(8)?,
     })
 }
 
 fn read_approval(conn: &Connection, key: &str) -> Result<Option<Approval>> {
     Ok(conn
         .query_row(
-            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms FROM approvals \
+            "SELECT key, job, step, summary, state, reason, requested_ms, decided_ms, requested_by \
+             FROM approvals \
              WHERE key = ?1",
             params![key],
             approval_from_row,

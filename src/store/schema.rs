@@ -13,7 +13,7 @@ use std::path::Path;
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -132,6 +132,12 @@ const MIGRATIONS: [&str; 6] = [
     // is refused rather than started over.
     "
     CREATE TABLE identity (store_id TEXT NOT NULL);
+    ",
+    // 7: who asked for an approval (the user that ran `mihari approval request`), shown in
+    // the job's detail beside the step, so an operator choosing among several knows whose
+    // question each one is. NULL for requests made before it was kept.
+    "
+    ALTER TABLE approvals ADD COLUMN requested_by TEXT;
     ",
 ];
 

@@ -27,9 +27,9 @@ use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
-use crate::engine::CheckResultFor;
 use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
+use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::tail_lines;
 use crate::store::{Actor, EventFilter};
 use model::{Command, Model, Msg, TAIL_LINES, update};
@@ -112,6 +112,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     )?;
     let (width, height) = screen.size().map_err(|e| e.to_string())?;
     let mut model = Model::new(jobs, source, Theme::from_env(), Utc::now());
+    model.zone = crate::probe::zone::Zone::machine();
     update(&mut model, Msg::Resize(width, height));
 
     let mut snapshot = live.start(Utc::now());
@@ -143,6 +144,16 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                         let verb = action.verb();
                         effect::refuse(&job, verb, &why, engine.config(), Actor::Operator).message
                     });
+                    commands.push(update(&mut model, Msg::Proposed(proposed)));
+                }
+                Command::ProposeApproval { job, key } => {
+                    let engine = &live.engine;
+                    let proposed = engine
+                        .propose_approval(Action::Approve, &job, &key, Utc::now())
+                        .map_err(|why| {
+                            effect::refuse(&job, "approve", &why, engine.config(), Actor::Operator)
+                                .message
+                        });
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
                 }
                 Command::Execute(decision) => {

@@ -20,8 +20,9 @@ use crate::config::JobSpec;
 use crate::core::decision::Decision;
 use crate::core::digest::{Digest, DigestItem};
 use crate::core::escalate::Condition;
-use crate::core::{Assessment, Bucket, FileStamp, Reading};
+use crate::core::{Assessment, Bucket, FileStamp, PendingApproval, Reading};
 use crate::engine::{Action, Snapshot};
+use crate::probe::zone::Zone;
 use crate::store::Event;
 
 /// How long the rate history behind sparklines and ETAs reaches back.
@@ -121,6 +122,18 @@ impl Dialog {
     }
 }
 
+/// The approve key's chooser, open when a job has several pending approvals: which one to
+/// decide. Choosing one opens the same confirmation dialog as a single request does; nothing
+/// is decided here, so closing it records nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chooser {
+    pub job: String,
+    /// The job's pending approvals as they were when the key was pressed, oldest first.
+    pub approvals: Vec<PendingApproval>,
+    /// The highlighted one.
+    pub at: usize,
+}
+
 /// The event log, for one job or all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventsView {
@@ -177,6 +190,8 @@ pub struct Model {
     pub tail: Option<Tail>,
     /// The confirmation dialog on screen, if any: it takes every key.
     pub dialog: Option<Dialog>,
+    /// The chooser among a job's pending approvals, if open: it takes every key.
+    pub chooser: Option<Chooser>,
     /// The event log view, when open (`e`).
     pub events: Option<EventsView>,
     /// The digest view, when open (`D`).
@@ -189,6 +204,9 @@ pub struct Model {
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
     pub theme: Theme,
+    /// The zone times are shown in, named once in the header. UTC unless the runtime sets
+    /// the machine's, so snapshot tests draw the same screen everywhere.
+    pub zone: Zone,
     /// Set by `update` when the screen must be drawn again.
     pub dirty: bool,
     pub quit: bool,
@@ -242,6 +260,12 @@ pub enum Command {
         action: Action,
         job: String,
     },
+    /// Propose approving the pending approval `key` of `job`, chosen among several; answer
+    /// with [`Msg::Proposed`].
+    ProposeApproval {
+        job: String,
+        key: String,
+    },
     /// Carry out a confirmed decision; answer with [`Msg::Outcome`].
     Execute(Decision),
     /// Record that the operator declined a decision; answer with [`Msg::Outcome`].
@@ -290,6 +314,7 @@ impl Model {
             status: None,
             tail: None,
             dialog: None,
+            chooser: None,
             events: None,
             digest: None,
             escalations: Vec::new(),
@@ -297,6 +322,7 @@ impl Model {
             tail_stamp: None,
             size: (80, 24),
             theme,
+            zone: Zone::Utc,
             dirty: true,
             quit: false,
         }
@@ -796,6 +822,55 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     None
 }
 
+/// Keys while the approvals chooser is open: arrows (or j/k) move, Enter takes the
+/// highlighted one, a digit takes that one at once, Esc closes it having decided nothing.
+fn on_chooser_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let chooser = model.chooser.as_mut()?;
+    let count = chooser.approvals.len();
+    let take = |model: &mut Model, at: usize| {
+        let chooser = model.chooser.take()?;
+        let approval = chooser.approvals.get(at)?;
+        Some(Command::ProposeApproval {
+            job: chooser.job.clone(),
+            key: approval.key.clone(),
+        })
+    };
+    match key.code {
+        KeyCode::Esc => {
+            model.chooser = None;
+            model.status = Some("no approval chosen: nothing was decided".to_string());
+        }
+        KeyCode::Char('q') => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        KeyCode::Up | KeyCode::Char('k') | KeyCode::BackTab => {
+            chooser.at = chooser.at.saturating_sub(1)
+        }
+        KeyCode::Down | KeyCode::Char('j') | KeyCode::Tab => {
+            chooser.at = (chooser.at + 1).min(count.saturating_sub(1))
+        }
+        KeyCode::Home | KeyCode::Char('g') => chooser.at = 0,
+        KeyCode::End | KeyCode::Char('G') => chooser.at = count.saturating_sub(1),
+        KeyCode::Enter => {
+            let at = chooser.at;
+            return take(model, at);
+        }
+        KeyCode::Char(c @ '1'..='9') => {
+            let at = usize::from(c as u8 - b'1');
+            if at < count {
+                return take(model, at);
+            }
+            model.status = Some(format!(
+                "there are {count} pending approvals: press 1 to {}",
+                count.min(9)
+            ));
+        }
+        _ => {}
+    }
+    None
+}
+
 /// Keys while the digest view is open: scroll, `m` marks the shown digest read, Esc or `D`
 /// closes.
 fn on_digest_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
@@ -884,6 +959,9 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     if model.dialog.is_some() {
         return on_dialog_key(model, key);
     }
+    if model.chooser.is_some() {
+        return on_chooser_key(model, key);
+    }
     if model.digest.is_some() {
         return on_digest_key(model, key);
     }
@@ -964,6 +1042,18 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 model.status = Some("select a job first".to_string());
                 return None;
             };
+            // Several questions waiting: the operator picks one before any dialog.
+            if c == 'a'
+                && let Some(row) = model.selected_row()
+                && row.pending_approvals.len() > 1
+            {
+                model.chooser = Some(Chooser {
+                    job,
+                    approvals: row.pending_approvals.clone(),
+                    at: 0,
+                });
+                return None;
+            }
             let action = match c {
                 'r' => Action::Restart,
                 'x' => Action::Release,

@@ -1,7 +1,9 @@
 //! `view(&Model, &mut Frame)`: the model as a frame, and nothing else.
 //!
 //! Side-effect free: it reads no clock (ages are computed against `model.now`), no file and no
-//! environment (the theme is in the model), so the same model always draws the same screen.
+//! environment (the theme and the time zone are in the model), so the same model always draws
+//! the same screen. Times are written in `model.zone`, named once in the header; the zone is
+//! UTC unless the runtime set the machine's (`TZ`, `/etc/localtime`, as chrono's `Local` reads them).
 //! Every string that came from a job was made inert by the probes; it passes through
 //! [`inert`] once more here, because a cell is the last gate before the terminal.
 
@@ -48,6 +50,8 @@ pub fn view(model: &Model, frame: &mut Frame) {
     status_line(model, frame, areas.status);
     if let Some(dialog) = &model.dialog {
         dialog_view(model, dialog, frame, size);
+    } else if let Some(chooser) = &model.chooser {
+        chooser_view(model, chooser, frame, size);
     }
     if model.help {
         help(model, frame, size);
@@ -62,7 +66,7 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
     let mut spans = vec![Span::styled(" mihari ", theme.heading()), Span::raw("│ ")];
     match model.snapshot.as_ref().map(|s| &s.watcher) {
         Some(watcher) if watcher.is_missing() => {
-            spans.push(Span::styled(watcher.words(), theme.alarm()));
+            spans.push(Span::styled(watcher.words_in(model.zone), theme.alarm()));
         }
         Some(
             crate::engine::WatcherStatus::Alive { .. }
@@ -71,11 +75,11 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
             let words = model
                 .snapshot
                 .as_ref()
-                .map(|s| s.watcher.words())
+                .map(|s| s.watcher.words_in(model.zone))
                 .unwrap_or_default();
             spans.push(Span::styled(words, theme.good()));
         }
-        Some(watcher) => spans.push(Span::styled(watcher.words(), theme.warning())),
+        Some(watcher) => spans.push(Span::styled(watcher.words_in(model.zone), theme.warning())),
         None => spans.push(Span::raw("watcher ?")),
     }
     if model
@@ -122,7 +126,10 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
         let total = snapshot.list.actions.len() + snapshot.list.rest.len();
         spans.push(Span::styled(format!(" │ {total} jobs"), theme.dim()));
     }
-    let clock = model.now.format("%H:%M UTC").to_string();
+    // The zone is named here, once; every other time on the screen is in it.
+    let zone = model.zone.name(model.now);
+    let hhmm = model.zone.format(model.now, "%H:%M");
+    let mut clock = format!("{hhmm} {zone}");
     let width = usize::from(area.width);
     let length = |spans: &[Span]| {
         spans
@@ -130,6 +137,10 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
             .map(|s| s.content.chars().count())
             .sum::<usize>()
     };
+    if length(&spans) + clock.chars().count() + 2 > width {
+        // Its abbreviation alone still names the zone ("21:30 JST").
+        clock = format!("{hhmm} {}", zone.split(" (").next().unwrap_or(&zone));
+    }
     if length(&spans) + clock.len() + 2 > width && model.snapshot.is_some() {
         // The clock matters more than the job count on a narrow screen.
         spans.pop();
@@ -302,7 +313,10 @@ fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         .map(|row| match row {
             Row::Heading { bucket, count } => heading_line(model, *bucket, *count, snapshot),
             Row::Job(a) => job_line(model, a, id_width, &cols, width),
-            Row::Rule(rule) => Line::styled(format!(" ✖ {}", inert(rule)), model.theme.alarm()),
+            Row::Rule(rule) => Line::styled(
+                format!(" ✖ {}", model.zone.rewrite_utc_stamps(&inert(rule))),
+                model.theme.alarm(),
+            ),
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
@@ -620,26 +634,29 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
 
     out.push(Line::styled("Reasons", theme.heading()));
     if let Some(held) = &row.held {
-        text(format!("  · {}", inert(held)), theme.alarm(), &mut out);
+        text(
+            format!("  · {}", model.zone.rewrite_utc_stamps(&inert(held))),
+            theme.alarm(),
+            &mut out,
+        );
     }
     for reason in &row.reasons {
-        text(format!("  · {}", inert(reason)), Style::default(), &mut out);
+        text(
+            format!("  · {}", model.zone.rewrite_utc_stamps(&inert(reason))),
+            Style::default(),
+            &mut out,
+        );
     }
 
     if !row.pending_approvals.is_empty() {
-        out.push(Line::styled(
-            "Approvals pending (a to decide)",
-            theme.alarm(),
-        ));
-        for approval in &row.pending_approvals {
+        let heading = match row.pending_approvals.len() {
+            1 => "Approval pending (a to decide)".to_string(),
+            n => format!("Approvals pending: {n} (a, then 1-{} to choose)", n.min(9)),
+        };
+        out.push(Line::styled(heading, theme.alarm()));
+        for (n, approval) in row.pending_approvals.iter().enumerate() {
             text(
-                format!(
-                    "  ⚑ step '{}': {} · key {} · asked {} ago",
-                    inert(&approval.step),
-                    inert(&approval.summary),
-                    approval.key,
-                    fmt_age((model.now - approval.requested).num_milliseconds() as f64 / 1000.0)
-                ),
+                format!("  {} ⚑ {}", n + 1, approval_words(model, approval)),
                 theme.alarm(),
                 &mut out,
             );
@@ -829,6 +846,34 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         }
     }
     out
+}
+
+/// One pending approval in words: step, summary, who asked and when (in the header's zone),
+/// and the key the operator can type back at `mihari approval approve`.
+fn approval_words(model: &Model, approval: &crate::core::PendingApproval) -> String {
+    let by = approval
+        .requested_by
+        .as_deref()
+        .map(|by| format!(" by {}", inert(by)))
+        .unwrap_or_default();
+    format!(
+        "step '{}': {} · asked{by} at {} ({} ago) · key {}",
+        inert(&approval.step),
+        inert(&approval.summary),
+        local_time(model, approval.requested),
+        fmt_age((model.now - approval.requested).num_milliseconds() as f64 / 1000.0),
+        inert(&approval.key)
+    )
+}
+
+/// A moment in the header's zone: the time of day when it is today there, else with the date.
+fn local_time(model: &Model, at: chrono::DateTime<chrono::Utc>) -> String {
+    let zone = model.zone;
+    if zone.format(at, "%Y-%m-%d") == zone.format(model.now, "%Y-%m-%d") {
+        zone.format(at, "%H:%M:%S")
+    } else {
+        zone.format(at, "%Y-%m-%d %H:%M")
+    }
 }
 
 /// One line per declared source: its name, what it read, and a style.
@@ -1125,7 +1170,10 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
             Span::styled("  Enter keeps · Esc clears", theme.dim()),
         ])
     } else if let Some(status) = &model.status {
-        Line::from(Span::styled(format!(" {}", inert(status)), theme.warning()))
+        Line::from(Span::styled(
+            format!(" {}", model.zone.rewrite_utc_stamps(&inert(status))),
+            theme.warning(),
+        ))
     } else {
         // Quit and help first: a narrow screen cuts from the right.
         let mut hints =
@@ -1161,7 +1209,10 @@ pub const KEYS: [(&str, &str); 19] = [
         "x",
         "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
     ),
-    ("a", "approve or deny its pending step: type the job id"),
+    (
+        "a",
+        "approve or deny a pending step (choose one of several)",
+    ),
     ("p  K", "pause or resume (p), acknowledge broken rules (K)"),
     ("e", "the event log of the job (a: all jobs)"),
     ("D", "the daily digest (m marks it read)"),
@@ -1215,7 +1266,10 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
     let inner_width = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line> = Vec::new();
     for (label, value) in dialog.decision.describe(model.now) {
-        let text = format!("{label:<9} {}", inert(&value));
+        let text = format!(
+            "{label:<9} {}",
+            model.zone.rewrite_utc_stamps(&inert(&value))
+        );
         for piece in wrap(&text, inner_width.saturating_sub(1)) {
             lines.push(Line::raw(format!(" {piece}")));
         }
@@ -1309,6 +1363,62 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
     );
 }
 
+/// The approve key's chooser: a job's pending approvals, numbered oldest first, the
+/// highlighted one marked; choosing opens the confirmation dialog.
+fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Frame, size: Rect) {
+    let theme = &model.theme;
+    let width = size.width.saturating_sub(4).clamp(20.min(size.width), 96);
+    let inner_width = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line> = vec![Line::raw(format!(
+        " {} approvals wait for a human; choose the one to decide:",
+        chooser.approvals.len()
+    ))];
+    lines.push(Line::raw(""));
+    for (n, approval) in chooser.approvals.iter().enumerate() {
+        let chosen = n == chooser.at;
+        let mark = if chosen { "›" } else { " " };
+        let text = format!("{mark} {} {}", n + 1, approval_words(model, approval));
+        let style = if chosen {
+            theme.selected()
+        } else {
+            Style::default()
+        };
+        for piece in wrap(&text, inner_width.saturating_sub(1)) {
+            lines.push(Line::styled(format!(" {piece}"), style));
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        format!(
+            " ↑↓ moves · 1-{} or Enter chooses · Esc closes (nothing decided)",
+            chooser.approvals.len().min(9)
+        ),
+        theme.dim(),
+    ));
+    let height = (lines.len() as u16 + 2).min(size.height);
+    let area = Rect::new(
+        size.x + (size.width.saturating_sub(width)) / 2,
+        size.y + (size.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    );
+    let title = format!(
+        " approve or deny: which request of '{}'? ",
+        inert(&chooser.job)
+    );
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(theme.alarm())
+                .title(Span::styled(title, theme.heading()))
+                .title_alignment(Alignment::Center),
+        ),
+        area,
+    );
+}
+
 /// The event log: newest at the bottom, for the selected job or for all.
 fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
     let Some(view) = &model.events else {
@@ -1360,7 +1470,7 @@ fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
             };
             let mut text = format!(
                 " {} {:<19} {:<14} {:<8}",
-                event.at.format("%m-%d %H:%M:%S"),
+                model.zone.format(event.at, "%m-%d %H:%M:%S"),
                 event.kind,
                 event
                     .job
@@ -1373,7 +1483,10 @@ fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
                 text.push_str(&format!(" route {}", inert(route)));
             }
             if let Some(reason) = &event.reason {
-                text.push_str(&format!(" {}", inert(reason)));
+                text.push_str(&format!(
+                    " {}",
+                    model.zone.rewrite_utc_stamps(&inert(reason))
+                ));
             }
             Line::styled(pad(&text, usize::from(inner.width)), style)
         })
@@ -1381,8 +1494,16 @@ fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
+/// A digest report's lines in the header's zone.
+fn digest_lines(model: &Model, report: &crate::core::digest::DigestReport) -> Vec<String> {
+    match model.zone {
+        crate::probe::zone::Zone::Utc => report.lines(&chrono::Utc),
+        crate::probe::zone::Zone::Local => report.lines(&chrono::Local),
+    }
+}
+
 /// The daily digest: the newest one not yet marked read, grouped by job, then the queue since
-/// the last cut. Times in UTC, like the rest of the screen.
+/// the last cut. Times in the header's zone, like the rest of the screen.
 fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
     let Some(view) = &model.digest else {
         return;
@@ -1417,13 +1538,13 @@ fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
                 format!(
                     " digest {} cut {} · {} items",
                     digest.id,
-                    digest.cut.format("%Y-%m-%d %H:%M UTC"),
+                    model.zone.format(digest.cut, "%Y-%m-%d %H:%M"),
                     digest.items.len()
                 ),
                 theme.heading(),
             ));
             let report = crate::core::digest::report(&digest.items, &view.previous);
-            for line in report.lines(&chrono::Utc) {
+            for line in digest_lines(model, &report) {
                 let style = if line.trim_start().starts_with('!') {
                     theme.alarm()
                 } else {
@@ -1446,7 +1567,7 @@ fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
     ));
     if !view.pending.is_empty() {
         let report = crate::core::digest::report(&view.pending, &[]);
-        for line in report.lines(&chrono::Utc) {
+        for line in digest_lines(model, &report) {
             for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
                 lines.push(Line::styled(piece, theme.dim()));
             }
