@@ -405,8 +405,15 @@ fn check_json_lists_jobs_in_action_list_order_with_the_spec_fields() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys.len(), 5, "{keys:?}");
-    for key in ["generated_at", "jobs", "dispatch_held", "rules", "store"] {
+    assert_eq!(keys.len(), 6, "{keys:?}");
+    for key in [
+        "generated_at",
+        "jobs",
+        "dispatch_held",
+        "rules",
+        "store",
+        "watcher",
+    ] {
         assert!(keys.contains(&key), "missing {key}");
     }
     assert_eq!(report["store"]["state"], "ok", "{:#}", report["store"]);

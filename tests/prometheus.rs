@@ -270,7 +270,19 @@ fn a_restart_counts_in_mihari_job_restarts_total() {
             .output()
             .expect("restart");
         assert_eq!(restart.status.code(), Some(0), "{}", said(&restart));
-        std::thread::sleep(Duration::from_millis(300));
+        // The run ends at once (/bin/false); the next restart is offered once it has.
+        wait_for("the run to end", Duration::from_secs(30), || {
+            let output = sandbox
+                .mihari()
+                .args(["check", "--json"])
+                .output()
+                .expect("check");
+            let report: serde_json::Value =
+                serde_json::from_slice(&output.stdout).unwrap_or_default();
+            report["jobs"].as_array().into_iter().flatten().any(|job| {
+                job["id"] == "once" && (job["bucket"] == "RESTART" || job["bucket"] == "RED")
+            })
+        });
     }
     let after = text(&sandbox);
     assert!(

@@ -197,8 +197,12 @@ fn a_grandchild_that_survives_its_killed_shell_keeps_the_job_held_and_no_twin_st
         "{:?}",
         sandbox.kinds()
     );
-    let said = fs::read_to_string(sandbox.path("run.out")).unwrap_or_default();
-    assert!(said.contains("still run"), "{said}");
+    // mihari run says so once it has reaped the shell, a moment after the worker moved to it.
+    wait_until("mihari run to say the job's tree still runs", || {
+        fs::read_to_string(sandbox.path("run.out"))
+            .unwrap_or_default()
+            .contains("still run")
+    });
 
     // The worker ends: now the lock goes, and the job's own exit is what is recorded.
     kill(Pid::from_raw(worker as i32), Signal::SIGKILL).expect("kill the worker");

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::remote::{self, NoAnswer};
 use crate::config::{Fleet, Host};
 use crate::core::text::inert;
+use crate::probe::zone::Zone;
 use crate::render::{EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN};
 
 /// What one host said, or why it said nothing usable.
@@ -227,7 +228,8 @@ pub fn render_json(merged: &Value, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)
 }
 
-/// The merged report as a table in the fixed order, with a host column.
+/// The merged report as a table in the fixed order, with a host column; times in the
+/// machine's zone, named once in the first line.
 pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
     let empty = Vec::new();
     let jobs = merged
@@ -263,10 +265,13 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
         .iter()
         .map(|bucket| format!("{bucket} {}", count(bucket)))
         .collect();
+    let zone = Zone::machine();
+    let now = Utc::now();
     writeln!(
         out,
-        "mihari fleet check · {} · {} host{} ({reachable} reachable) · {} job{} · {}",
-        Utc::now().format("%Y-%m-%d %H:%M:%S UTC"),
+        "mihari fleet check · {} · {} · {} host{} ({reachable} reachable) · {} job{} · {}",
+        zone.format(now, "%Y-%m-%d %H:%M:%S"),
+        zone.header(now),
         hosts.len(),
         if hosts.len() == 1 { "" } else { "s" },
         jobs.len(),
@@ -300,7 +305,7 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
             .flatten()
             .filter_map(Value::as_str)
         {
-            writeln!(out, "      - {}", inert(reason))?;
+            writeln!(out, "      - {}", zone.rewrite_utc_stamps(&inert(reason)))?;
         }
         Ok(())
     };
@@ -312,7 +317,7 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
         writeln!(out, "\n{bucket} ({n})")?;
         if bucket == "RED" {
             for rule in rules.iter().filter_map(Value::as_str) {
-                writeln!(out, "  ✖ {}", inert(rule))?;
+                writeln!(out, "  ✖ {}", zone.rewrite_utc_stamps(&inert(rule)))?;
             }
         }
         for job in jobs.iter().filter(|job| text(job, "bucket") == bucket) {
