@@ -6,6 +6,7 @@
 mod check;
 pub mod decide;
 pub mod digest;
+mod follow;
 pub mod jobside;
 pub mod shell;
 
@@ -49,6 +50,10 @@ pub enum Command {
         /// performance data, then one line per job that needs a human.
         #[arg(long)]
         nagios: bool,
+        /// With --json: one object per line, a new one whenever anything shown changes,
+        /// and at least every 30 s; runs until its reader goes or SIGTERM/SIGINT.
+        #[arg(long, requires = "json")]
+        follow: bool,
     },
     /// A sandbox of real, simulated jobs showing every state and bucket, with the
     /// dashboard on it (or one `check` printed, when the output is not a terminal).
@@ -170,9 +175,18 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut out = stdout.lock();
     match cli.command {
         Some(Command::Check {
+            json: true,
+            follow: true,
+            ..
+        }) => match load_config(cli.config.as_deref()) {
+            Ok(config) => ExitCode::from(follow::run(config, &mut out)),
+            Err(code) => code,
+        },
+        Some(Command::Check {
             json,
             prometheus,
             nagios,
+            ..
         }) => {
             let format = if json {
                 CheckFormat::Json

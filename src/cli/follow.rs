@@ -1,0 +1,180 @@
+//! `mihari check --json --follow`: check's JSON object, one per line, again whenever
+//! anything it shows changes — driven by the same event-driven engine as the dashboard (file
+//! notifications, pidfd waits, one deadline timer), never by a polling loop — and at least
+//! every [`HEARTBEAT`], so a reader tells a quiet host from a dead stream.
+//!
+//! "Changes" leaves out what changes by itself with the clock (`generated_at`, and the ages
+//! in `progress_age_sec`): a job whose age crosses its stall threshold changes state, which is
+//! shown at once; a fresh write that makes no other difference is seen at the next line.
+//! The stream ends when its reader goes (a closed pipe: exit 0) or on SIGTERM/SIGINT.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::engine::live::{Arrivals, Live, next_batch};
+use crate::engine::triggers::Trigger;
+use crate::engine::{CheckResultFor, Snapshot};
+
+use super::check::{EXIT_UNKNOWN, render_json};
+
+/// The longest a follower waits between two lines.
+pub const HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// [`HEARTBEAT`], or `MIHARI_FOLLOW_HEARTBEAT_MS` where a test cannot wait half a minute.
+fn heartbeat() -> Duration {
+    std::env::var("MIHARI_FOLLOW_HEARTBEAT_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(HEARTBEAT, Duration::from_millis)
+}
+
+enum Input {
+    Trigger(Trigger),
+    Checks(CheckResultFor),
+    Stop,
+}
+
+/// Follows `config` until the reader goes or a signal stops it; answers the exit code.
+pub fn run(config: Config, out: &mut impl Write) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mihari check --follow: cannot start its runtime: {error}");
+            return EXIT_UNKNOWN;
+        }
+    };
+    match runtime.block_on(follow(config, out)) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("mihari check --follow: {error}");
+            EXIT_UNKNOWN
+        }
+    }
+}
+
+/// What a line shows, without what changes by itself with the clock.
+fn shown(line: &[u8]) -> Value {
+    let mut value: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+    if let Some(report) = value.as_object_mut() {
+        report.remove("generated_at");
+        if let Some(jobs) = report.get_mut("jobs").and_then(Value::as_array_mut) {
+            for job in jobs.iter_mut().filter_map(Value::as_object_mut) {
+                job.remove("progress_age_sec");
+                job.remove("eta_sec");
+            }
+        }
+    }
+    value
+}
+
+/// One line of `snapshot`; `Ok(false)` when the reader has gone.
+fn emit(snapshot: &Snapshot, out: &mut impl Write) -> Result<(Vec<u8>, bool), String> {
+    let mut line = Vec::new();
+    render_json(snapshot, &mut line).map_err(|e| e.to_string())?;
+    match out.write_all(&line).and_then(|()| out.flush()) {
+        Ok(()) => Ok((line, true)),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok((line, false)),
+        Err(error) => Err(format!("cannot write: {error}")),
+    }
+}
+
+async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
+    let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::interrupt(),
+    ] {
+        if let Ok(mut stream) = tokio::signal::unix::signal(kind) {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                if stream.recv().await.is_some() {
+                    let _ = sender.send(Input::Stop);
+                }
+            });
+        }
+    }
+    let trigger_sender = sender.clone();
+    let mut live = Live::new(
+        config,
+        Arc::new(move |trigger| {
+            let _ = trigger_sender.send(Input::Trigger(trigger));
+        }),
+    )?;
+    let now = Utc::now();
+    let mut snapshot = live.start(now);
+    start_checks(&mut live, &sender, now);
+    let (line, open) = emit(&snapshot, out)?;
+    if !open {
+        return Ok(());
+    }
+    let mut last_shown = shown(&line);
+    let mut last_at = Utc::now();
+    let every = heartbeat();
+    loop {
+        let now = Utc::now();
+        let heartbeat = last_at + chrono::Duration::from_std(every).unwrap_or_default();
+        let engine_deadline = live.deadline(&snapshot, now);
+        let deadline = engine_deadline.map_or(heartbeat, |at| at.min(heartbeat));
+        let batch = next_batch(&mut inbox, Some(deadline), |input| {
+            matches!(input, Input::Trigger(_))
+        })
+        .await;
+        let mut arrivals = Arrivals::default();
+        for input in batch {
+            match input {
+                Input::Stop => return Ok(()),
+                Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
+                Input::Checks(result) => live.note_check(&mut arrivals, result),
+            }
+        }
+        let now = Utc::now();
+        let reached = engine_deadline.is_some_and(|at| at <= now);
+        if let Some(fresh) = live.apply(arrivals, reached, now) {
+            snapshot = fresh;
+        } else if reached {
+            snapshot = live.engine.reassess(now);
+        }
+        start_checks(&mut live, &sender, now);
+        let heartbeat_due = now >= heartbeat;
+        if heartbeat_due && !reached {
+            // The heartbeat line carries fresh ages and time even when nothing changed.
+            snapshot = live.engine.reassess(now);
+        }
+        let mut line = Vec::new();
+        render_json(&snapshot, &mut line).map_err(|e| e.to_string())?;
+        let view = shown(&line);
+        if view == last_shown && !heartbeat_due {
+            continue;
+        }
+        match out.write_all(&line).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(error) => return Err(format!("cannot write: {error}")),
+        }
+        last_shown = view;
+        last_at = Utc::now();
+    }
+}
+
+fn start_checks(
+    live: &mut Live,
+    sender: &mpsc::UnboundedSender<Input>,
+    now: chrono::DateTime<Utc>,
+) {
+    for check in live.take_due_checks(now) {
+        let sender = sender.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = sender.send(Input::Checks(check.run()));
+        });
+    }
+}
