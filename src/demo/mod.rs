@@ -68,6 +68,9 @@ pub fn run_demo(
         .map_err(|e| format!("cannot find the mihari binary to play the jobs: {e}"))?;
     fs::write(&jobs_file, jobs_yaml(&exe))
         .map_err(|e| format!("cannot write '{}': {e}", jobs_file.display()))?;
+    let fleet_file = sandbox.path().join("fleet.yaml");
+    fs::write(&fleet_file, fleet_yaml(&exe, &jobs_file))
+        .map_err(|e| format!("cannot write '{}': {e}", fleet_file.display()))?;
     let mut crew = Crew::default();
     crew.start(&exe, sandbox.path())
         .map_err(|e| format!("cannot start the simulated jobs: {e}"))?;
@@ -77,6 +80,9 @@ pub fn run_demo(
             let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
             let code = crate::tui::run_with(config);
             drop(crew);
+            if matches!(sandbox, Sandbox::Kept(_)) {
+                let _ = writeln!(out, "{}", fleet_hint(&fleet_file));
+            }
             return Ok(code);
         }
         Shown::Check(format) => format,
@@ -107,8 +113,39 @@ pub fn run_demo(
             ),
             Sandbox::Temporary(_) => writeln!(out, "\nall demo processes ended; sandbox removed"),
         };
+        if matches!(sandbox, Sandbox::Kept(_)) {
+            let _ = writeln!(out, "{}", fleet_hint(&fleet_file));
+        }
     }
     Ok(ExitCode::from(status_code(&snapshot)))
+}
+
+/// A fleet of this machine twice: `here` (mihari run directly) and `localhost` (over ssh), both
+/// on the demo's jobs file, to try `mihari fleet` with.
+fn fleet_yaml(exe: &Path, jobs_file: &Path) -> String {
+    let text = |path: &Path| serde_json::to_string(&path.display().to_string()).unwrap_or_default();
+    format!(
+        "# mihari fleet --fleet {fleet}/fleet.yaml check\n\
+         # 'localhost' needs `ssh localhost` to log in without a password (a key).\n\
+         hosts:\n  - name: here\n    config: {jobs}\n    mihari: {exe}\n\
+         \x20 - name: localhost\n    ssh: [ssh, -o, BatchMode=yes, -o, ConnectTimeout=5, localhost]\n\
+         \x20   config: {jobs}\n    mihari: {exe}\n",
+        fleet = jobs_file
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        jobs = text(jobs_file),
+        exe = text(exe),
+    )
+}
+
+/// How to try the fleet on the sandbox that stays.
+fn fleet_hint(fleet_file: &Path) -> String {
+    format!(
+        "try a fleet of this machine (directly and over ssh to localhost; the second needs \
+         `ssh localhost` with a key): mihari fleet --fleet {} check",
+        fleet_file.display()
+    )
 }
 
 /// What the demo does through mihari's own commands, as an operator would: `mihari run` a
