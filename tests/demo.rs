@@ -109,6 +109,23 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
     );
     // The sandbox was kept (--dir) and holds a jobs file mihari accepts.
     assert!(mihari::config::load(&dir.join("jobs.yaml")).is_ok());
+    // ... and a fleet file to try `mihari fleet` with, named in what it printed.
+    let fleet = mihari::config::load_fleet(&dir.join("fleet.yaml")).expect("the fleet file loads");
+    assert_eq!(
+        fleet
+            .hosts
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect::<Vec<_>>(),
+        ["here", "localhost"]
+    );
+    assert!(
+        stdout.contains(&format!(
+            "mihari fleet --fleet {}/fleet.yaml check",
+            dir.display()
+        )),
+        "{stdout}"
+    );
     // Every simulated job ended with the demo.
     let left = processes_mentioning(&dir.to_string_lossy());
     assert!(left.is_empty(), "demo processes left running: {left:?}");
