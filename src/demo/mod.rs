@@ -66,7 +66,7 @@ pub fn run_demo(
     let jobs_file = sandbox.path().join("jobs.yaml");
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the mihari binary to play the jobs: {e}"))?;
-    fs::write(&jobs_file, jobs_yaml(&exe))
+    fs::write(&jobs_file, jobs_yaml(&exe, sandbox.path()))
         .map_err(|e| format!("cannot write '{}': {e}", jobs_file.display()))?;
     let fleet_file = sandbox.path().join("fleet.yaml");
     fs::write(&fleet_file, fleet_yaml(&exe, &jobs_file))
@@ -534,8 +534,11 @@ fn wait_for(path: &Path, lines: usize) -> std::io::Result<()> {
 
 /// The sandbox's jobs file: every state and bucket of SPEC §4, thresholds in seconds. Restart
 /// commands leave the lock to `mihari run`, which a restart runs them under.
-fn jobs_yaml(exe: &Path) -> String {
+fn jobs_yaml(exe: &Path, sandbox: &Path) -> String {
     let exe = exe.display();
+    // The notebook's pattern names this sandbox's own log: two demos on one machine (or a
+    // demo beside a test of it) never match each other's notebook process.
+    let notebook = regex::escape(&sandbox.join("jobs").display().to_string()).replace('\'', "''");
     format!(
         r#"# The mihari demo sandbox. Every job is played by a real process or what one left.
 settings:
@@ -674,7 +677,7 @@ jobs:
     name: Notebook job started by hand in a tmux pane (no lock, found by its command line)
     owner: ml-team
     process:
-      cmdline: 'sim worker .*--log \S*/jobs/notebook\.log'
+      cmdline: 'sim worker .*--log {notebook}/notebook\.log( |$)'
     log: jobs/notebook.log
     stall_sec: 5
     should_run_when: [resource_free]
