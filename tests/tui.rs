@@ -45,6 +45,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         progress_file: Some(PathBuf::from(format!("/data/{id}.jsonl"))),
         progress_table: None,
         manifest: None,
+        log_progress: None,
         process: None,
         kept_lock: None,
         stall_sec: 300,

@@ -429,6 +429,7 @@ fn progress_text(row: &Assessment) -> String {
                 (done.saturating_mul(100) / total).min(100)
             )
         }
+        (_, None) if row.percent.is_some() => format!("{:.0}%", row.percent.unwrap_or(0.0)),
         (Some(done), _) => format!("{done}"),
         (None, Some(total)) => format!("?/{total}"),
         (None, None) => "-".to_string(),
@@ -467,9 +468,12 @@ fn eta_text(model: &Model, row: &Assessment) -> String {
     if row.state != crate::core::State::Running {
         return "-".to_string();
     }
-    match rate(model, &row.id) {
-        Some(per_sec) => {
-            let secs = (total - done) as f64 / per_sec;
+    // The engine's (or the job's own, tqdm's) ETA first; the screen's samples otherwise.
+    let eta = row
+        .eta_sec
+        .or_else(|| rate(model, &row.id).map(|per_sec| (total - done) as f64 / per_sec));
+    match eta {
+        Some(secs) => {
             let s = secs as i64;
             match s {
                 0..=59 => format!("{s}s"),
@@ -989,6 +993,39 @@ fn evidence_rows(
                 if fault { theme.alarm() } else { theme.dim() },
             ),
             _ => {}
+        }
+    }
+    if let Some(reading) = &evidence.log_progress {
+        match reading {
+            Reading::Found(printed) => {
+                let mut words = match (printed.done, printed.total, printed.percent) {
+                    (Some(done), Some(total), _) => format!("done {done} of {total}"),
+                    (Some(done), None, _) => format!("done {done}"),
+                    (None, _, Some(percent)) => format!("{percent:.0}%"),
+                    (None, _, None) => "read".to_string(),
+                };
+                if let Some(rate) = printed.rate_per_sec {
+                    words.push_str(&format!(" · {rate:.2}/s as printed"));
+                }
+                if let Some(from) = &printed.from {
+                    words.push_str(&format!(
+                        " · in '{}' (rotated)",
+                        inert(&from.display().to_string())
+                    ));
+                }
+                words.push_str(&format!(" · '{}'", inert(&printed.frame)));
+                add("log_progress", words, Style::default())
+            }
+            Reading::Empty => add(
+                "log_progress",
+                "no matching frame in the log's last 64 KiB yet".to_string(),
+                theme.dim(),
+            ),
+            Reading::Fault(error) => add(
+                "log_progress",
+                format!("fault: {}", inert(error)),
+                theme.alarm(),
+            ),
         }
     }
     if let Some(reading) = &evidence.heartbeat {
