@@ -229,6 +229,8 @@ struct JsonJob<'a> {
     progress_source: Option<&'static str>,
     done: Option<u64>,
     expected_total: Option<u64>,
+    /// How far along, 0 to 100 (done of the total, or the percent the log prints).
+    percent: Option<f64>,
     /// Items per second while it runs, as the job prints it (tqdm) or over the samples a
     /// long-running engine kept (a one-off check has none); null when not known.
     rate_per_sec: Option<f64>,
@@ -305,6 +307,7 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
         progress_source: row.progress_source.map(|s| s.as_str()),
         done: row.done,
         expected_total: row.expected_total,
+        percent: row.percent.map(|p| (p * 10.0).round() / 10.0),
         rate_per_sec: row
             .rate_per_sec
             .map(|rate| (rate * 1000.0).round() / 1000.0),

@@ -691,6 +691,10 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
                     Verdict::Fails(format!("{percent}% done, as its log prints"))
                 }
             }
+            // A job whose total is printed has printed nothing yet: it has done nothing.
+            (_, None) if matches!(evidence.log_progress, Some(Reading::Empty)) => {
+                Verdict::Holds("its log prints no progress yet".to_string())
+            }
             (_, None) if job.reports_total() => Verdict::Undecidable(
                 "no expected_total, and the progress table's total_column is NULL in its \
                  newest row: no total known yet"
