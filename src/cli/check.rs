@@ -175,6 +175,7 @@ fn write_row(row: &Assessment, width: usize, out: &mut impl Write) -> io::Result
         (Some(done), Some(total)) if total > 0 => {
             format!("{done}/{total} {}%", (done * 100 / total).min(100))
         }
+        (_, None) if row.percent.is_some() => format!("{:.0}%", row.percent.unwrap_or(0.0)),
         (Some(done), _) => format!("{done} done"),
         (None, Some(total)) => format!("?/{total}"),
         (None, None) => "-".to_string(),
