@@ -75,7 +75,7 @@ impl LogProgressReader {
         match newest_match(log, &matcher) {
             Ok(Some(found)) => return Reading::Found(found),
             Ok(None) => {}
-            Err(fault) => return fault,
+            Err(fault) => return super::files::absent(fault),
         }
         // Nothing in the log itself: after a rotation the last frames are in its predecessor.
         for candidate in super::rotation::predecessors(log, today) {
@@ -104,12 +104,15 @@ enum Matcher<'a> {
 fn newest_match(
     path: &Path,
     matcher: &Matcher<'_>,
-) -> Result<Option<LogProgressReading>, Reading<LogProgressReading>> {
+) -> Result<Option<LogProgressReading>, Unreadable> {
     let Some(window) = read_window(path)? else {
         return Ok(None);
     };
     Ok(newest_frame(&window.bytes, window.from_start, matcher))
 }
+
+/// Why a file could not be read: a fault (or, never here, an empty reading) of no value.
+type Unreadable = Reading<std::convert::Infallible>;
 
 /// The end of a file, and whether it starts the file.
 struct Window {
@@ -118,7 +121,7 @@ struct Window {
 }
 
 /// The last [`WINDOW_BYTES`] of the file at `path`; `None` when nothing is there.
-fn read_window(path: &Path) -> Result<Option<Window>, Reading<LogProgressReading>> {
+fn read_window(path: &Path) -> Result<Option<Window>, Unreadable> {
     let opened = match safe_open::read(path, Role::Log) {
         Ok(opened) => opened,
         Err(OpenError::Missing) => return Ok(None),
@@ -352,7 +355,8 @@ mod tests {
 
     #[test]
     fn tqdm_frames_are_read_with_their_rate_and_remaining_time() {
-        let rows: [(&str, Option<u64>, Option<u64>, Option<f64>, Option<f64>); 7] = [
+        type Row<'a> = (&'a str, Option<u64>, Option<u64>, Option<f64>, Option<f64>);
+        let rows: [Row<'_>; 7] = [
             (
                 " 45%|████▌     | 450/1000 [00:07<00:52,  9.95it/s]",
                 Some(450),

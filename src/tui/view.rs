@@ -633,28 +633,26 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
 
     // How the last run ended, near the top: it is what an operator asks first of a job that
     // is not running.
-    if let Some(evidence) = evidence {
-        if let Some(run) = &evidence.history.last_run {
-            let ago = |at: chrono::DateTime<chrono::Utc>| {
-                fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
-            };
-            let (words, style) = match (&run.exit, run.started) {
-                (Some(exit), _) => (
-                    format!("{} {} ago", exit.words(), ago(exit.at)),
-                    if exit.succeeded() {
-                        theme.good()
-                    } else {
-                        theme.warning()
-                    },
-                ),
-                (None, Some(started)) => (
-                    format!("started {} ago; no exit recorded yet", ago(started)),
-                    Style::default(),
-                ),
-                (None, None) => ("no exit recorded".to_string(), theme.dim()),
-            };
-            text(format!("Last run {words}"), style, &mut out);
-        }
+    if let Some(run) = evidence.and_then(|e| e.history.last_run.as_ref()) {
+        let ago = |at: chrono::DateTime<chrono::Utc>| {
+            fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
+        };
+        let (words, style) = match (&run.exit, run.started) {
+            (Some(exit), _) => (
+                format!("{} {} ago", exit.words(), ago(exit.at)),
+                if exit.succeeded() {
+                    theme.good()
+                } else {
+                    theme.warning()
+                },
+            ),
+            (None, Some(started)) => (
+                format!("started {} ago; no exit recorded yet", ago(started)),
+                Style::default(),
+            ),
+            (None, None) => ("no exit recorded".to_string(), theme.dim()),
+        };
+        text(format!("Last run {words}"), style, &mut out);
     }
 
     out.push(Line::styled("Reasons", theme.heading()));
