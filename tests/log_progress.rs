@@ -416,3 +416,26 @@ fn check_json_names_the_manifest_phase_and_a_pause() {
         "{job:#}"
     );
 }
+
+#[test]
+fn a_long_running_engine_measures_the_rate_and_eta_of_step_lines_over_its_passes() {
+    let sandbox = Sandbox::new(
+        "  - id: train\n    log: train.log\n    log_progress: { preset: fraction }\n    \
+         should_run_when: [not_complete]\n",
+    );
+    let log = sandbox.path("train.log");
+    append(&log, "\repoch 1/10 step 100/1000");
+    let config = mihari::config::load(&sandbox.path("jobs.yaml")).expect("the jobs file loads");
+    let mut engine = mihari::engine::Engine::new(config);
+    let start = chrono::Utc::now();
+    let first = engine.snapshot(start);
+    let row = first.assessment_of("train").expect("the job");
+    assert_eq!((row.done, row.expected_total), (Some(100), Some(1000)));
+    assert_eq!(row.rate_per_sec, None, "one pass measures no rate");
+    append(&log, "\repoch 1/10 step 200/1000\nsaving checkpoint\n");
+    let later = engine.snapshot(start + chrono::Duration::seconds(10));
+    let row = later.assessment_of("train").expect("the job");
+    assert_eq!(row.done, Some(200));
+    assert_eq!(row.rate_per_sec, Some(10.0), "{row:#?}");
+    assert_eq!(row.eta_sec, Some(80.0), "{row:#?}");
+}
