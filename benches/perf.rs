@@ -16,6 +16,7 @@
 //! | a change -> the `state-changed` event in a running watcher's store (1,000 jobs) | p99 at most 100 ms | the bench's own inotify on the changed folder, or its own reap of the killed holder |
 //! | `mihari check --json` over 1,000 jobs declared by `process.cmdline`, 1,000 more processes running (`procscan`) | at most 1.5x the floor | `ps -e -o pid=,lstart=,args=` in the same run |
 //! | the watcher's Prometheus textfile for the 1,000 jobs (`textfile`): the exposition rendered and written (temp file, fsync, rename) | at most 20 ms | the same bytes written the same way by the bench (`fs::write` + fsync + rename) |
+//! | `mihari check --json` on one job with `log_progress: tqdm` whose 1 GiB log ends in tqdm frames (`log_progress`) | at most 1.5x the floor | the same check on a 1 MiB log with the same ending, in the same run |
 //! | a farm of 10,000 such jobs (`farm`): `mihari check --json`; the dashboard's first full frame (from its start until the header counts every job) and its RSS then and after the activity; the idle window with every job quiet | check at most 1.0x the floor; first frame at most 0.5 s; RSS at most 80 MB; idle at most 0.05 % | the same floors as above |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
@@ -29,8 +30,8 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile`
-//!   (default all).
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress` (default all).
+//! - `MIHARI_BENCH_LOG_GIB` (1): the big log of `log_progress`.
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
 //!   window follow the knobs below).
 //! - `MIHARI_BENCH_RUNS` (7): runs per median for check and the in-process refresh.
@@ -85,6 +86,8 @@ const FARM_CHECK_TARGET_RATIO: f64 = 1.0;
 const FARM_FIRST_FRAME_TARGET: Duration = Duration::from_millis(500);
 const FARM_RSS_TARGET_BYTES: u64 = 80_000_000;
 const PROCSCAN_TARGET_RATIO: f64 = 1.5;
+/// `check` on a 1 GiB log ending in tqdm frames: at most 1.5x the same on a 1 MiB log.
+const LOG_PROGRESS_TARGET_RATIO: f64 = 1.5;
 const RSS_TARGET_BYTES: u64 = 30_000_000;
 const TAIL_TARGET_RATIO: f64 = 1.2;
 const IDLE_TARGET_PERCENT: f64 = 0.05;
@@ -203,6 +206,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("farm") {
         measure_farm(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("log_progress") {
+        measure_log_progress(&knobs, exe, &mut table)?;
     }
     if knobs.wants("tail") {
         measure_tail(&knobs, &mut table)?;
@@ -826,6 +832,123 @@ procscan: {} jobs by process.cmdline, {} sleeps, {processes} processes in /proc,
         Some(ratio <= PROCSCAN_TARGET_RATIO),
     );
     drop(holders);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// log_progress: the cost is the tail's, not the log's
+
+/// The end both logs share: ordinary lines, then a tqdm bar redrawn 600 times with '\r'
+/// (about 45 KiB of frames), then the lines a training script prints after its last step.
+fn tqdm_ending() -> String {
+    let mut end = String::new();
+    for i in 0..200 {
+        end.push_str(&format!(
+            "2026-12-01 12:00:{:02} INFO batch {i} loaded\n",
+            i % 60
+        ));
+    }
+    for step in 0..600u64 {
+        let done = 3000 + step;
+        let percent = done * 100 / 10_000;
+        let bar = "█".repeat((percent / 10) as usize);
+        end.push_str(&format!(
+            "\r{percent:3}%|{bar:<10}| {done}/10000 [05:00<11:40,  9.99it/s]"
+        ));
+    }
+    end.push_str("\nsaving checkpoint to ckpt/step3599.pt\n");
+    end
+}
+
+/// `mihari check --json` on a job whose log is 1 GiB (written whole, not sparse) against the
+/// same job on a 1 MiB log, both ending in the same tqdm frames; runs alternate, medians.
+fn measure_log_progress(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(), String> {
+    let gib = env_u64("MIHARI_BENCH_LOG_GIB", 1)?.max(1);
+    let root = knobs.tempdir()?;
+    let ending = tqdm_ending();
+    let filler: String = (0..16_384)
+        .map(|i| {
+            format!(
+                "2026-12-01 11:{:02}:{:02} INFO fetched shard {i:06}\n",
+                i % 60,
+                i % 60
+            )
+        })
+        .collect();
+    let write_log = |path: &Path, bytes: u64| -> Result<(), String> {
+        let mut file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let body = bytes.saturating_sub(ending.len() as u64);
+        let mut written = 0u64;
+        while written < body {
+            let take = (body - written).min(filler.len() as u64) as usize;
+            file.write_all(&filler.as_bytes()[..take])
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            written += take as u64;
+        }
+        file.write_all(ending.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let started = Instant::now();
+    let small = root.path().join("small.log");
+    let big = root.path().join("big.log");
+    write_log(&small, 1 << 20)?;
+    write_log(&big, gib << 30)?;
+    let written = started.elapsed();
+    let jobs_file = |name: &str, log: &Path| -> Result<PathBuf, String> {
+        let path = root.path().join(name);
+        write(
+            &path,
+            format!(
+                "settings:\n  state_dir: state\njobs:\n  - id: train\n    log: {}\n    \
+                 log_progress: {{ preset: tqdm }}\n    stall_sec: 86400\n    \
+                 should_run_when: [not_complete]\n",
+                log.display()
+            ),
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod: {e}"))?;
+        Ok(path)
+    };
+    let small_yaml = jobs_file("small.yaml", &small)?;
+    let big_yaml = jobs_file("big.yaml", &big)?;
+    // Both must read the last frame, 3599 of 10000, before anything is timed.
+    for yaml in [&small_yaml, &big_yaml] {
+        let (done, _, _) = run_check(exe, yaml)?;
+        if done != 3599 {
+            return Err(format!(
+                "check on {} read done {done}, not 3599",
+                yaml.display()
+            ));
+        }
+    }
+    let mut smalls = Vec::new();
+    let mut bigs = Vec::new();
+    for _ in 0..knobs.runs.max(7) {
+        smalls.push(run_check(exe, &small_yaml)?.2);
+        bigs.push(run_check(exe, &big_yaml)?.2);
+    }
+    let floor = median(&mut smalls);
+    let figure = median(&mut bigs);
+    let ratio = figure.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "
+log_progress: a {gib} GiB log and a 1 MiB log ending in the same 600 tqdm frames (written in \
+         {:.1} s), {} runs alternating: 1 MiB {}, {gib} GiB {}",
+        written.as_secs_f64(),
+        smalls.len(),
+        ms(floor),
+        ms(figure)
+    );
+    table.add(
+        format!("`mihari check --json`, `log_progress: tqdm` on a {gib} GiB log"),
+        format!("≤ {LOG_PROGRESS_TARGET_RATIO}× floor"),
+        format!("the same check on a 1 MiB log, same ending {}", ms(floor)),
+        ms(figure),
+        format!("{ratio:.2}×"),
+        Some(ratio <= LOG_PROGRESS_TARGET_RATIO),
+    );
+    drop(root);
     Ok(())
 }
 

@@ -33,6 +33,7 @@ fn job() -> JobSpec {
         progress_file: Some(PathBuf::from("/data/raw/_manifest.jsonl")),
         progress_table: None,
         manifest: None,
+        log_progress: None,
         process: None,
         kept_lock: None,
         stall_sec: 300,

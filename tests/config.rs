@@ -65,7 +65,7 @@ const REFUSALS: &[Refusal] = &[
     refusal("should_run_when_not_a_list",      5, 22, "resource_free", "expected a list"),
     // d. not_complete
     refusal("not_complete_without_expected_total",   4, 23, "not_complete", "needs expected_total"),
-    refusal("not_complete_without_countable_source", 6,  9, "not_complete", "add progress_file or progress_table"),
+    refusal("not_complete_without_countable_source", 6,  9, "not_complete", "add progress_file, progress_table or log_progress"),
     // e. resource_free
     refusal("resource_free_without_lock",      4, 23, "resource_free", "add resource_lock (or lock)"),
     // f. progress sources
@@ -116,6 +116,14 @@ const REFUSALS: &[Refusal] = &[
     refusal("bad_time_unit",                   9, 18, "msec",          "write one of 's', 'ms', 'us'"),
     refusal("bad_time_zone",                   9, 18, "JST",           "write one of 'local', 'utc'"),
     refusal("total_column_without_done_column", 9, 21, "total",        "has no done_column beside it"),
+    // progress read from the job's own output
+    refusal("log_progress_pattern_does_not_compile", 6, 16, r"step (?P<done>\d+/(?P<total>\d+)", "is not a regular expression (unclosed group)"),
+    refusal("log_progress_pattern_without_done_or_percent", 6, 16, r"step (\d+)/(?P<total>\d+)", "has neither a 'done' nor a 'percent' group"),
+    refusal("log_progress_unknown_preset",     6, 15, "progressbar",   "write one of 'tqdm', 'fraction', 'percent'"),
+    refusal("log_progress_without_log",        6, 19, "{",             "has no log to read"),
+    refusal("log_progress_preset_and_pattern", 7, 16, r"step (?P<done>\d+)", "keep one"),
+    refusal("log_progress_without_preset_or_pattern", 5, 19, "{",      "names neither a preset nor a pattern"),
+    refusal("unknown_key_in_log_progress",     6,  7, "regex",         "accepted keys: preset, pattern"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {

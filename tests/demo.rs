@@ -157,7 +157,18 @@ fn jobs_example_yaml_loads() {
     let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["collect_raw", "label_status", "nightly_sync", "docs_server"]
+        [
+            "collect_raw",
+            "label_status",
+            "nightly_sync",
+            "docs_server",
+            "train_model"
+        ]
+    );
+    // The training run that only prints: its progress is read from its log's tqdm frames.
+    assert_eq!(
+        config.jobs[4].log_progress,
+        Some(mihari::config::LogProgress::Tqdm)
     );
     // The status-row job shows done_column and total_column standing in for expected_total.
     let status = &config.jobs[1];

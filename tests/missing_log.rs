@@ -192,6 +192,7 @@ fn the_dashboards_detail_says_missing_with_the_path() {
         Msg::Tail {
             job: "collect".into(),
             lines: mihari::probe::tail::tail_lines(&log, 20),
+            earlier: None,
         },
     );
     update(

@@ -45,6 +45,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         progress_file: Some(PathBuf::from(format!("/data/{id}.jsonl"))),
         progress_table: None,
         manifest: None,
+        log_progress: None,
         process: None,
         kept_lock: None,
         stall_sec: 300,
@@ -236,6 +237,7 @@ fn model_at(width: u16, height: u16) -> Model {
         Msg::Tail {
             job: "export".into(),
             lines: Reading::Found(vec!["fetched 399 of 400 items".into(), "Killed".into()]),
+            earlier: None,
         },
     );
     model.dirty = false;
@@ -1002,6 +1004,7 @@ fn hostile_text_reaches_the_real_backend_inert() {
         Msg::Tail {
             job: "export".into(),
             lines: Reading::Found(HOSTILE.iter().map(|s| s.to_string()).collect()),
+            earlier: None,
         },
     );
     update(&mut model, key(KeyCode::Enter));
@@ -1075,6 +1078,7 @@ fn a_pile_of_combining_marks_in_the_log_tail_takes_one_row() {
         Msg::Tail {
             job: "export".into(),
             lines,
+            earlier: None,
         },
     );
     update(&mut model, key(KeyCode::Enter));
@@ -1230,10 +1234,7 @@ fn a_paused_job_is_listed_last_with_who_when_why_and_its_last_run() {
         screen.contains("Paused by alice 10m ago: upstream maintenance until 18:00 (p resumes)"),
         "{screen}"
     );
-    assert!(
-        screen.contains("last run       exited 1 11m ago"),
-        "{screen}"
-    );
+    assert!(screen.contains("Last run exited 1 11m ago"), "{screen}");
 }
 
 /// Two questions of one job: `a` opens a chooser (not the first one's dialog), arrows and

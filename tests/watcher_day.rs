@@ -36,6 +36,7 @@ fn job(i: usize) -> JobSpec {
         progress_file: Some(PathBuf::from(format!("/data/j{i:02}.jsonl"))),
         progress_table: None,
         manifest: None,
+        log_progress: None,
         process: None,
         kept_lock: None,
         stall_sec: 900,

@@ -182,6 +182,7 @@ fn write_row(row: &Assessment, width: usize, zone: Zone, out: &mut impl Write) -
         (Some(done), Some(total)) if total > 0 => {
             format!("{done}/{total} {}%", (done * 100 / total).min(100))
         }
+        (_, None) if row.percent.is_some() => format!("{:.0}%", row.percent.unwrap_or(0.0)),
         (Some(done), _) => format!("{done} done"),
         (None, Some(total)) => format!("?/{total}"),
         (None, None) => "-".to_string(),
@@ -282,6 +283,15 @@ struct JsonJob<'a> {
     progress_source: Option<&'static str>,
     done: Option<u64>,
     expected_total: Option<u64>,
+    /// How far along, 0 to 100 (done of the total, or the percent the log prints).
+    percent: Option<f64>,
+    /// Items per second while it runs, as the job prints it (tqdm) or over the samples a
+    /// long-running engine kept (a one-off check has none); null when not known.
+    rate_per_sec: Option<f64>,
+    /// Seconds until done at that rate; 0 once done; null when not known.
+    eta_sec: Option<f64>,
+    /// The manifest's current phase; null without one.
+    phase: Option<String>,
     /// How the last run `mihari run` recorded ended; null when none has ended.
     last_exit: Option<JsonExit>,
     /// Who paused the job, when and why; null when it is not paused.
@@ -352,6 +362,12 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
         progress_source: row.progress_source.map(|s| s.as_str()),
         done: row.done,
         expected_total: row.expected_total,
+        percent: row.percent.map(|p| (p * 10.0).round() / 10.0),
+        rate_per_sec: row
+            .rate_per_sec
+            .map(|rate| (rate * 1000.0).round() / 1000.0),
+        eta_sec: row.eta_sec.map(f64::round),
+        phase: row.phase.as_deref().map(inert),
         last_exit: row.last_exit.as_ref().map(|exit| JsonExit {
             at: exit.at.to_rfc3339_opts(SecondsFormat::Millis, true),
             code: exit.code,

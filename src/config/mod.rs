@@ -85,6 +85,9 @@ pub struct JobSpec {
     pub progress_file: Option<PathBuf>,
     pub progress_table: Option<ProgressTable>,
     pub manifest: Option<PathBuf>,
+    /// done/total/percent read from the job's own output in `log` (tqdm frames, `step N/M`,
+    /// `67%`): most jobs print their progress and write no progress file.
+    pub log_progress: Option<LogProgress>,
     /// The holder found by its command line, for a job started elsewhere (a tmux pane,
     /// nohup) that writes no lock.
     pub process: Option<ProcessSpec>,
@@ -137,14 +140,20 @@ impl JobSpec {
 
     /// Whether the job has a source that counts done items.
     pub fn has_countable_source(&self) -> bool {
-        self.progress_file.is_some() || self.progress_table.is_some()
+        self.progress_file.is_some() || self.progress_table.is_some() || self.log_progress.is_some()
     }
 
-    /// Whether the job's progress table reports a total of its own (`total_column`).
+    /// Whether the job reports a total of its own: a progress table's `total_column`, or
+    /// `log_progress` that reads a total (tqdm, fraction, a pattern with a `total` group) or a
+    /// percent (done at 100).
     pub fn reports_total(&self) -> bool {
         self.progress_table
             .as_ref()
             .is_some_and(|table| table.total_column.is_some())
+            || self
+                .log_progress
+                .as_ref()
+                .is_some_and(LogProgress::reports_total)
     }
 }
 
@@ -179,6 +188,52 @@ impl ProgressTable {
             time_zone: TimeZoneName::Local,
             done_column: None,
             total_column: None,
+        }
+    }
+}
+
+/// `log_progress:` — how done, total and percent are read from the frames of the job's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogProgress {
+    /// tqdm's bar: `45%|████▌     | 450/1000 [00:07<00:52,  9.95it/s]` (with its rate and
+    /// remaining time), or `450it [00:07, 9.95it/s]` with no total.
+    Tqdm,
+    /// The last `N/M` of the frame: `epoch 3/10 step 1200/5000` reads 1200 of 5000.
+    Fraction,
+    /// The last `NN%` of the frame: `67%`.
+    Percent,
+    /// A regular expression with named groups `done`, `total` and `percent` (at least one of
+    /// `done` and `percent`); it compiled when the file was loaded.
+    Pattern {
+        pattern: String,
+        /// It has a `total` or a `percent` group: its readings say when the job is done.
+        reports_total: bool,
+    },
+}
+
+impl LogProgress {
+    pub const PRESETS: [LogProgress; 3] = [
+        LogProgress::Tqdm,
+        LogProgress::Fraction,
+        LogProgress::Percent,
+    ];
+
+    /// The preset's name as spelt in the jobs file, or 'pattern'.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LogProgress::Tqdm => "tqdm",
+            LogProgress::Fraction => "fraction",
+            LogProgress::Percent => "percent",
+            LogProgress::Pattern { .. } => "pattern",
+        }
+    }
+
+    /// Whether the readings carry a total (or a percent, which is done at 100).
+    pub fn reports_total(&self) -> bool {
+        match self {
+            LogProgress::Tqdm | LogProgress::Fraction | LogProgress::Percent => true,
+            LogProgress::Pattern { reports_total, .. } => *reports_total,
         }
     }
 }

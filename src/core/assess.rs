@@ -154,6 +154,15 @@ pub struct Assessment {
     pub last_exit: Option<RunExit>,
     /// Who paused the job, when and why, while it stays paused.
     pub paused: Option<OperatorNote>,
+    /// How far along it is, 0 to 100: done of the total, or the percent its log prints.
+    pub percent: Option<f64>,
+    /// Items per second while it runs: as the job prints it (tqdm), else over the samples a
+    /// long-running process kept of earlier passes; `None` when neither is known.
+    pub rate_per_sec: Option<f64>,
+    /// Seconds until done at that rate (or as tqdm prints it), while it runs; 0 once done.
+    pub eta_sec: Option<f64>,
+    /// The manifest's current phase.
+    pub phase: Option<String>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -298,6 +307,15 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         _ => None,
     };
 
+    let total = expected_total(job, evidence);
+    let percent = percent_of(done.known(), total, evidence);
+    let (rate_per_sec, eta_sec) = pace(judged, done.known(), total, evidence, now);
+    let phase = evidence
+        .manifest
+        .as_ref()
+        .and_then(|m| m.found())
+        .and_then(|m| m.current_phase.clone());
+
     Assessment {
         id: job.id.clone(),
         state,
@@ -307,7 +325,11 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         progress_age_sec: age_sec.map(|(age, _)| age),
         progress_source: age_sec.map(|(_, source)| source),
         done: done.known(),
-        expected_total: expected_total(job, evidence),
+        expected_total: total,
+        percent,
+        rate_per_sec,
+        eta_sec,
+        phase,
         reasons,
         checks: evidence.checks.clone(),
         started_before,
@@ -604,6 +626,7 @@ fn judge_not_holding(
     let total = expected_total(job, evidence);
     let counted_complete = match (done.known(), total) {
         (Some(done), Some(total)) => done >= total,
+        (_, None) => printed_percent(evidence).is_some_and(|percent| percent >= 100.0),
         _ => false,
     };
     // With not_succeeded, a run that exited 0 is the end of the job — unless what it counted
@@ -635,11 +658,13 @@ fn judge_not_holding(
                 "complete: the last run exited 0 at {}",
                 exit.at.format("%Y-%m-%d %H:%M:%S UTC")
             )),
-            _ => reasons.push(format!(
-                "complete: {} of {} done",
-                done.known().unwrap_or(0),
-                total.unwrap_or(0)
-            )),
+            _ => match total {
+                Some(total) => reasons.push(format!(
+                    "complete: {} of {total} done",
+                    done.known().unwrap_or(0)
+                )),
+                None => reasons.push("complete: 100% done, as its log prints".to_string()),
+            },
         }
         State::Complete
     } else {
@@ -658,6 +683,18 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
     match predicate {
         Predicate::NotComplete => match (done, expected_total(job, evidence)) {
             (Done::Fault(error), _) => Verdict::Undecidable(error.clone()),
+            (_, None) if printed_percent(evidence).is_some() => {
+                let percent = printed_percent(evidence).unwrap_or(0.0);
+                if percent < 100.0 {
+                    Verdict::Holds(format!("{percent}% done, as its log prints"))
+                } else {
+                    Verdict::Fails(format!("{percent}% done, as its log prints"))
+                }
+            }
+            // A job whose total is printed has printed nothing yet: it has done nothing.
+            (_, None) if matches!(evidence.log_progress, Some(Reading::Empty)) => {
+                Verdict::Holds("its log prints no progress yet".to_string())
+            }
             (_, None) if job.reports_total() => Verdict::Undecidable(
                 "no expected_total, and the progress table's total_column is NULL in its \
                  newest row: no total known yet"
@@ -836,6 +873,10 @@ impl Progress {
                 "manifest",
                 evidence.manifest.as_ref().and_then(|r| r.fault()),
             ),
+            (
+                "log_progress",
+                evidence.log_progress.as_ref().and_then(|r| r.fault()),
+            ),
         ];
         for (name, fault) in sources {
             if let Some(error) = fault {
@@ -898,16 +939,114 @@ fn log_words(
     words
 }
 
-/// The total the job is done at: `expected_total`, else the total its progress table reports
-/// (`total_column` of the newest row).
+/// The total the job is done at: `expected_total`, else the total the job reports itself —
+/// its progress table's (`total_column` of the newest row), the one its log prints
+/// (`log_progress`), or its last heartbeat's `--total`, in that order.
 pub fn expected_total(job: &JobSpec, evidence: &Evidence) -> Option<u64> {
-    job.expected_total.or_else(|| {
-        evidence
-            .progress_table
-            .as_ref()
-            .and_then(|reading| reading.found())
-            .and_then(|table| table.total)
-    })
+    job.expected_total
+        .or_else(|| {
+            evidence
+                .progress_table
+                .as_ref()
+                .and_then(|reading| reading.found())
+                .and_then(|table| table.total)
+        })
+        .or_else(|| {
+            evidence
+                .log_progress
+                .as_ref()
+                .and_then(|reading| reading.found())
+                .and_then(|printed| printed.total)
+        })
+        .or_else(|| {
+            evidence
+                .heartbeat
+                .as_ref()
+                .and_then(|reading| reading.found())
+                .and_then(|beat| beat.total)
+        })
+}
+
+/// The percent the log prints when it prints no done of a total (`67%`): what says how far a
+/// job with nothing to count is.
+fn printed_percent(evidence: &Evidence) -> Option<f64> {
+    evidence
+        .log_progress
+        .as_ref()
+        .and_then(|reading| reading.found())
+        .filter(|printed| printed.done.is_none())
+        .and_then(|printed| printed.percent)
+}
+
+/// How far along, 0 to 100: done of the total, else the percent the log prints.
+fn percent_of(done: Option<u64>, total: Option<u64>, evidence: &Evidence) -> Option<f64> {
+    match (done, total) {
+        (Some(done), Some(total)) if total > 0 => {
+            Some((done as f64 * 100.0 / total as f64).min(100.0))
+        }
+        _ => printed_percent(evidence),
+    }
+}
+
+/// How far back the samples a rate is computed over reach.
+pub const RATE_WINDOW_SEC: i64 = 300;
+
+/// The rate and the ETA, while the job runs (RUNNING or STALLED): a dead job has no pace.
+/// A rate the job prints (tqdm's `9.95it/s`) is taken while it is RUNNING, when its frame is
+/// where done comes from; otherwise the rate is done's rise over the kept samples of the last
+/// [`RATE_WINDOW_SEC`] (at least 5 s of them), which is 0 for a job that stopped counting.
+fn pace(
+    state: State,
+    done: Option<u64>,
+    total: Option<u64>,
+    evidence: &Evidence,
+    now: DateTime<Utc>,
+) -> (Option<f64>, Option<f64>) {
+    if !matches!(state, State::Running | State::Stalled) {
+        return (None, None);
+    }
+    let Some(done) = done else {
+        return (None, None);
+    };
+    let printed = evidence
+        .log_progress
+        .as_ref()
+        .and_then(|reading| reading.found())
+        .filter(|printed| state == State::Running && printed.done == Some(done));
+    let sampled = {
+        let since = now - chrono::Duration::seconds(RATE_WINDOW_SEC);
+        // Only the samples since done last went down (a restart that counts from 0 again).
+        let mut first: Option<(DateTime<Utc>, u64)> = None;
+        let mut last_done = None;
+        for &(at, count) in &evidence.progress_samples {
+            if at < since || at > now {
+                continue;
+            }
+            if last_done.is_some_and(|before| count < before) {
+                first = None;
+            }
+            first.get_or_insert((at, count));
+            last_done = Some(count);
+        }
+        if last_done.is_some_and(|before| done < before) {
+            first = None;
+        }
+        first.and_then(|(at, count)| {
+            let secs = (now - at).num_milliseconds() as f64 / 1000.0;
+            (secs >= 5.0).then(|| done.saturating_sub(count) as f64 / secs)
+        })
+    };
+    let (rate, printed_remaining) = match printed.and_then(|p| p.rate_per_sec) {
+        Some(rate) => (Some(rate), printed.and_then(|p| p.remaining_sec)),
+        None => (sampled, None),
+    };
+    let eta = match total {
+        Some(total) if done >= total => Some(0.0),
+        Some(total) => printed_remaining
+            .or_else(|| rate.filter(|r| *r > 0.0).map(|r| (total - done) as f64 / r)),
+        None => None,
+    };
+    (rate, eta)
 }
 
 /// How many items are done, over every countable source (the largest count wins).
@@ -938,13 +1077,25 @@ impl Done {
             }
             None => {}
         }
-        // A heartbeat's done counts too, but only beside a declared count: it is what the
-        // job says of itself, while not_complete is judged on declared sources.
+        match &evidence.log_progress {
+            Some(Reading::Found(printed)) => {
+                if let Some(done) = printed.done {
+                    add(done);
+                }
+            }
+            // Nothing printed yet (no frame in the log's tail) is nothing done yet.
+            Some(Reading::Empty) => add(0),
+            Some(Reading::Fault(error)) => {
+                fault.get_or_insert(format!("log_progress: fault: {error}"));
+            }
+            None => {}
+        }
+        // A heartbeat's done counts too (`mihari heartbeat --done N`): what the job says of
+        // itself, with nothing else declared as well as beside a declared count.
         if let Some(Reading::Found(beat)) = &evidence.heartbeat
             && let Some(done) = beat.done
-            && known.is_some()
         {
-            known = known.map(|k| k.max(done));
+            add(done);
         }
         match (fault, known) {
             (Some(error), _) => Done::Fault(error),

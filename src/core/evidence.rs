@@ -102,6 +102,26 @@ pub struct ManifestReading {
     pub completed_phases: Vec<String>,
 }
 
+/// Progress read from the job's own output (`log_progress`): the newest frame of the log that
+/// matches, a frame being what a terminal would show last between two '\r' or '\n'.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogProgressReading {
+    pub done: Option<u64>,
+    pub total: Option<u64>,
+    /// 0 to 100, as printed (or done/total, when both are read).
+    pub percent: Option<f64>,
+    /// Items per second as the job printed it (tqdm's `9.95it/s`, `1.23s/it`).
+    pub rate_per_sec: Option<f64>,
+    /// Seconds left as the job printed it (tqdm's `<00:52`).
+    pub remaining_sec: Option<f64>,
+    /// The frame that matched, inert and cut to a line's width, for the detail pane.
+    pub frame: String,
+    /// The rotated predecessor it was read from (`run.log.1`), when the log itself holds no
+    /// matching frame since a rotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<std::path::PathBuf>,
+}
+
 /// The last heartbeat a job sent (`mihari heartbeat`): a progress source it reports itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeartbeatReading {
@@ -247,6 +267,13 @@ pub struct Evidence {
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
     pub manifest: Option<Reading<ManifestReading>>,
+    /// `log_progress`: the newest matching frame of the log (empty: no frame matches in the
+    /// bounded tail, or the log has nothing yet).
+    pub log_progress: Option<Reading<LogProgressReading>>,
+    /// Earlier (time, done) samples of this job, oldest first, kept by a long-running engine
+    /// across passes: what a rate and an ETA are computed from. Empty in a fresh `check`.
+    #[serde(skip)]
+    pub progress_samples: Vec<(DateTime<Utc>, u64)>,
     /// The processes matching `process.cmdline`, from the pass's one scan of `/proc`: found
     /// (one or several), empty (none), or a fault (the scan could not tell).
     pub process: Option<Reading<Vec<MatchedProcess>>>,

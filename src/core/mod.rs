@@ -19,7 +19,7 @@ pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;
 pub use evidence::{
     CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LastRun, LineCount,
-    Liveness, LockHolder, ManifestReading, MatchedProcess, OperatorNote, PendingApproval, Reading,
-    RunExit, TableReading,
+    Liveness, LockHolder, LogProgressReading, ManifestReading, MatchedProcess, OperatorNote,
+    PendingApproval, Reading, RunExit, TableReading,
 };
 pub use order::{ActionList, order, order_with_rules};

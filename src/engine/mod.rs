@@ -200,7 +200,14 @@ pub struct Engine {
     store_writes_failing: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
+    /// Recent (time, done) samples of each job, oldest first: the rate and the ETA of the
+    /// next judgments (a fresh `check` has none; a rate the job prints needs none).
+    samples: HashMap<String, Vec<(DateTime<Utc>, u64)>>,
 }
+
+/// The least time between two kept samples of an unchanged done, and the most samples kept.
+const SAMPLE_EVERY_SEC: i64 = 15;
+const SAMPLES_KEPT: usize = 40;
 
 /// What the operator asks for on a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,6 +251,33 @@ impl Engine {
             store_notice: opened.notice,
             store_writes_failing: None,
             watcher: WatcherStatus::Never,
+            samples: HashMap::new(),
+        }
+    }
+
+    /// Keeps each job's done of `snapshot` as a sample for the rates of later judgments: a
+    /// new one when done changed or [`SAMPLE_EVERY_SEC`] passed, within the rate window.
+    fn keep_samples(&mut self, snapshot: &Snapshot) {
+        let at = snapshot.generated_at;
+        let window = Duration::seconds(crate::core::assess::RATE_WINDOW_SEC);
+        for row in snapshot.list.rows() {
+            let Some(done) = row.done else {
+                self.samples.remove(&row.id);
+                continue;
+            };
+            let kept = self.samples.entry(row.id.clone()).or_default();
+            let due = kept.last().is_none_or(|&(last_at, last_done)| {
+                last_done != done || at - last_at >= Duration::seconds(SAMPLE_EVERY_SEC)
+            });
+            if due && kept.last().is_none_or(|&(last_at, _)| at > last_at) {
+                kept.push((at, done));
+            }
+            let old = kept
+                .iter()
+                .take_while(|&&(t, _)| at - t > window)
+                .count()
+                .max(kept.len().saturating_sub(SAMPLES_KEPT));
+            kept.drain(..old);
         }
     }
 
@@ -355,7 +389,9 @@ impl Engine {
                 view.record(job, now).apply(seen);
             }
         });
-        self.reassess(now)
+        let snapshot = self.reassess(now);
+        self.keep_samples(&snapshot);
+        snapshot
     }
 
     /// Reads again what the state store says (heartbeats, approvals, past starts, history):
@@ -369,7 +405,9 @@ impl Engine {
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             view.record(job, now).apply(seen);
         }
-        self.reassess(now)
+        let snapshot = self.reassess(now);
+        self.keep_samples(&snapshot);
+        snapshot
     }
 
     /// Reads the store's part of every job and whether a watcher watches. A read that fails
@@ -625,6 +663,9 @@ impl Engine {
                 // What the event log says is not known while it cannot be read: a predicate
                 // that needs it is undecidable, never "no run recorded".
                 seen.history.unreadable = self.store_fault.clone();
+                if let Some(samples) = self.samples.get(&job.id) {
+                    seen.progress_samples.clone_from(samples);
+                }
                 seen.checks = job
                     .checks
                     .iter()

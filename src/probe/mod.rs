@@ -9,6 +9,7 @@ pub mod checks;
 pub mod count;
 pub mod files;
 pub mod lock;
+pub mod log_progress;
 pub mod manifest;
 pub mod proc;
 pub mod procscan;
@@ -33,6 +34,8 @@ pub struct Prober {
     logs: rotation::LogMemory,
     /// Every job's `process.cmdline`, compiled into one set.
     matcher: procscan::Matcher,
+    /// Every job's `log_progress.pattern`, compiled once.
+    log_progress: log_progress::LogProgressReader,
 }
 
 impl Prober {
@@ -80,6 +83,12 @@ impl Prober {
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            log_progress: match (&job.log, &job.log_progress) {
+                (Some(log), Some(spec)) => Some(self.log_progress.read(log, spec)),
+                _ => None,
+            },
+            // The engine fills these from what it kept of earlier passes.
+            progress_samples: Vec::new(),
             kept_lock: job
                 .kept_lock
                 .as_deref()

@@ -8,6 +8,11 @@
 //! falls inside an escape sequence. It must never hang on a named pipe, never open a device,
 //! never show what a link at the log's path points to, never let a control character or an
 //! escape sequence through, and never treat a file it cannot read as an empty one.
+//!
+//! A carriage return starts a new frame, as on a terminal: each line is shown as its last
+//! frame (what follows its last '\r', the '\r's that end it left aside), so a tqdm bar redrawn
+//! three hundred times is one line reading "100%|██████████| 300/300", not three hundred
+//! frames joined by '␍'.
 
 use std::fs::File;
 use std::io;
@@ -47,13 +52,51 @@ pub const TRUNCATED_MARK: char = '…';
 
 /// The last `max_lines` lines of the file at `path`, oldest first.
 ///
-/// A trailing line without its final '\n' (still being written) is included. A '\r' at the
-/// end of a line ("\r\n" files) is dropped; every other control character and escape
-/// sequence is made inert. Invalid UTF-8 becomes U+FFFD. Empty when the file does not exist
+/// A trailing line without its final '\n' (still being written) is included. Each line is
+/// shown as its last carriage-return frame: the '\r's at its end ("\r\n" files) are dropped,
+/// and only what follows the last '\r' before them is shown; every other control character
+/// and escape sequence is made inert. Invalid UTF-8 becomes U+FFFD. Empty when the file does not exist
 /// or has zero bytes; a fault when it is a link or not a regular file (a directory, a named
 /// pipe, a device) or cannot be read.
 pub fn tail_lines(path: &Path, max_lines: usize) -> Reading<Vec<String>> {
     tail_lines_counted(path, max_lines).0
+}
+
+/// The lines that come before a log's own, in the file its writer rotated it to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EarlierLines {
+    /// The rotated predecessor (`run.log.1`, `run.log-YYYYMMDD`).
+    pub path: std::path::PathBuf,
+    /// Its last lines, oldest first, shown as [`tail_lines`] shows them.
+    pub lines: Vec<String>,
+}
+
+/// The last `max_lines` lines of the log at `path` and, when it holds fewer (its writer just
+/// rotated it: logrotate, Python's `RotatingFileHandler`), the rest from its rotated
+/// predecessor, so that a crash traceback rotated away is still found, with where it is. A
+/// compressed predecessor is never opened; every one is opened with the log's rules.
+pub fn log_tail(path: &Path, max_lines: usize) -> (Reading<Vec<String>>, Option<EarlierLines>) {
+    let today = chrono::Local::now().date_naive();
+    let own = tail_lines(path, max_lines);
+    let have = match &own {
+        Reading::Found(lines) => lines.len(),
+        Reading::Empty => 0,
+        Reading::Fault(_) => return (own, None),
+    };
+    if have >= max_lines {
+        return (own, None);
+    }
+    let earlier = super::rotation::predecessors(path, today)
+        .into_iter()
+        .filter(|candidate| candidate.extension().is_none_or(|ext| ext != "gz"))
+        .find_map(|candidate| match tail_lines(&candidate, max_lines - have) {
+            Reading::Found(lines) => Some(EarlierLines {
+                path: candidate,
+                lines,
+            }),
+            _ => None,
+        });
+    (own, earlier)
 }
 
 /// [`tail_lines`], also answering how many bytes of the file were read, so that tests (and a
@@ -159,7 +202,7 @@ impl Tail {
                     // lines): it goes straight to text, with no partial line in between.
                     match plain {
                         Some(text) => text[newline + 1..rest.len()].to_owned(),
-                        None => shown_text(piece.strip_suffix(b"\r").unwrap_or(piece)),
+                        None => shown_text(last_frame(piece)),
                     }
                 } else {
                     self.line.prepend(piece);
@@ -173,9 +216,10 @@ impl Tail {
             }
             self.line.prepend(rest);
             pos = start;
-            // The oldest line wanted is already known to be too long: it will be shown as its
-            // last bytes wherever it starts, so there is no need to look for its start.
-            if self.newest_first.len() + 1 == self.max_lines && self.line.is_known_too_long() {
+            // The oldest line wanted is already known: its last frame was found, or it is too
+            // long to be shown but as its last bytes wherever it starts, so there is no need to
+            // look for its start.
+            if self.newest_first.len() + 1 == self.max_lines && self.line.is_determined() {
                 let line = std::mem::take(&mut self.line);
                 self.newest_first.push(line.render());
                 return Ok(());
@@ -192,7 +236,7 @@ impl Tail {
     /// all there is), because its shown text would depend on where the budget happened to end.
     fn finish_cut_short(&mut self) {
         let line = std::mem::take(&mut self.line);
-        if line.is_known_too_long() {
+        if line.is_determined() {
             self.newest_first.push(line.render());
         } else if self.newest_first.is_empty() {
             self.newest_first.push(line.render_cut());
@@ -205,23 +249,35 @@ impl Tail {
     }
 }
 
-/// The line being assembled backwards: its last bytes (at most the window a long line is
-/// cut from, plus one for a '\r' that will be dropped) and how long it is so far.
+/// The line being assembled backwards: its last bytes before the '\r's that end it (at most
+/// the window a long line is cut from), how many such '\r's there are, and how long it is.
 #[derive(Default)]
 struct PartialLine {
-    /// The line's last bytes, in file order.
+    /// The line's last bytes, in file order, without the '\r's at its end.
     kept: Vec<u8>,
     /// How many bytes of the line have been seen, kept or not.
     seen: u64,
+    /// The '\r's at the line's end, counted and not kept: a line that ends in thousands of
+    /// them still keeps its last frame.
+    trailing_cr: u64,
 }
 
-/// One more than the window, for a final '\r' that is dropped.
-const KEEP_BYTES: usize = WINDOW_BYTES + 1;
+/// The window a long line is cut from.
+const KEEP_BYTES: usize = WINDOW_BYTES;
 
 impl PartialLine {
     /// Adds `bytes`, which come just before everything added so far.
     fn prepend(&mut self, bytes: &[u8]) {
         self.seen += bytes.len() as u64;
+        let mut bytes = bytes;
+        if self.kept.is_empty() && self.seen == bytes.len() as u64 + self.trailing_cr {
+            let frames = bytes
+                .iter()
+                .rposition(|&b| b != b'\r')
+                .map_or(0, |at| at + 1);
+            self.trailing_cr += (bytes.len() - frames) as u64;
+            bytes = &bytes[..frames];
+        }
         let room = KEEP_BYTES.saturating_sub(self.kept.len());
         if room == 0 || bytes.is_empty() {
             return;
@@ -234,23 +290,29 @@ impl PartialLine {
         self.kept = kept;
     }
 
-    /// The length without a final '\r', as far as seen: the real line is at least this long.
+    /// The last frame, when its start is among the kept bytes (a '\r' is kept before it).
+    fn known_frame(&self) -> Option<&[u8]> {
+        memchr::memrchr(b'\r', &self.kept).map(|at| &self.kept[at + 1..])
+    }
+
+    /// The length without the '\r's at its end, as far as seen: the real line is at least
+    /// this long.
     fn shown_len(&self) -> u64 {
-        self.seen - u64::from(self.kept.last() == Some(&b'\r'))
+        self.seen - self.trailing_cr
     }
 
-    /// Longer than the window a long line is cut from: how it is shown is decided by the
-    /// bytes kept, wherever the line starts.
-    fn is_known_too_long(&self) -> bool {
-        self.shown_len() > WINDOW_BYTES as u64
+    /// How it is shown no longer depends on where the line starts: its last frame starts
+    /// among the kept bytes, or it is longer than the window a long line is cut from.
+    fn is_determined(&self) -> bool {
+        self.known_frame().is_some() || self.shown_len() > WINDOW_BYTES as u64
     }
 
-    /// The line as shown, when its start was reached or it is known to be too long.
-    fn render(mut self) -> String {
-        let len = self.shown_len();
-        if self.kept.last() == Some(&b'\r') {
-            self.kept.pop();
+    /// The line as shown, when its start was reached or it is determined.
+    fn render(self) -> String {
+        if let Some(frame) = self.known_frame() {
+            return shown_line(frame);
         }
+        let len = self.shown_len();
         if len > MAX_LINE_BYTES as u64 {
             let whole = len <= WINDOW_BYTES as u64;
             format!("{TRUNCATED_MARK}{}", shown_end(&self.kept, whole))
@@ -259,13 +321,24 @@ impl PartialLine {
         }
     }
 
-    /// A line whose start was not reached and that is not known to be too long: marked as
-    /// cut, because more of it comes before.
-    fn render_cut(mut self) -> String {
-        if self.kept.last() == Some(&b'\r') {
-            self.kept.pop();
-        }
+    /// A line whose start was not reached and that is not determined: marked as cut,
+    /// because more of it comes before.
+    fn render_cut(self) -> String {
         format!("{TRUNCATED_MARK}{}", shown_end(&self.kept, false))
+    }
+}
+
+/// A line's last carriage-return frame: what follows its last '\r', the '\r's that end it
+/// left aside (a terminal's cursor went back to the start, and nothing was drawn after).
+pub fn last_frame(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|&b| b != b'\r')
+        .map_or(0, |at| at + 1);
+    let line = &line[..end];
+    match memchr::memrchr(b'\r', line) {
+        Some(at) => &line[at + 1..],
+        None => line,
     }
 }
 
@@ -292,8 +365,8 @@ fn shown_text(line: &[u8]) -> String {
     }
 }
 
-/// How one line of a log (without its '\n' and a final '\r') is shown: whole and inert
-/// when it has at most [`MAX_LINE_BYTES`] bytes, otherwise [`TRUNCATED_MARK`] and the end
+/// How one line of a log (without its '\n') is shown: its last frame ([`last_frame`]),
+/// whole and inert when it has at most [`MAX_LINE_BYTES`] bytes, otherwise [`TRUNCATED_MARK`] and the end
 /// of the line's inert text, at most [`MAX_LINE_BYTES`] bytes of it.
 ///
 /// The cut is made after the text is made inert, so it always falls on a character outside
@@ -303,6 +376,7 @@ fn shown_text(line: &[u8]) -> String {
 /// them may be inside a sequence that started earlier, so what could be the end of one is
 /// skipped (see [`resume_at`]).
 pub fn shown_line(line: &[u8]) -> String {
+    let line = last_frame(line);
     if line.len() <= MAX_LINE_BYTES {
         return shown_text(line);
     }

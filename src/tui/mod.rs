@@ -30,7 +30,7 @@ use crate::effect;
 use crate::engine::live::{Arrivals, Live, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
-use crate::probe::tail::tail_lines;
+use crate::probe::tail::log_tail;
 use crate::store::{Actor, EventFilter};
 use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
@@ -127,8 +127,15 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             match command {
                 Command::Quit => return Ok(()),
                 Command::LoadTail { job, path } => {
-                    let lines = tail_lines(&path, TAIL_LINES);
-                    commands.push(update(&mut model, Msg::Tail { job, lines }));
+                    let (lines, earlier) = log_tail(&path, TAIL_LINES);
+                    commands.push(update(
+                        &mut model,
+                        Msg::Tail {
+                            job,
+                            lines,
+                            earlier,
+                        },
+                    ));
                 }
                 Command::Refresh => {
                     let mut arrivals = Arrivals::default();

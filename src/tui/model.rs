@@ -30,7 +30,7 @@ const HISTORY: Duration = Duration::minutes(15);
 /// The width in time of one sparkline cell.
 pub const SPARK_BUCKET_SECS: i64 = 15;
 /// Lines of log tail the detail pane asks for.
-pub const TAIL_LINES: usize = 40;
+pub const TAIL_LINES: usize = 200;
 
 /// Which pane the movement keys act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +160,8 @@ pub struct DigestView {
 pub struct Tail {
     pub job: String,
     pub lines: Reading<Vec<String>>,
+    /// The lines before them in the rotated predecessor, when the log holds fewer than asked.
+    pub earlier: Option<crate::probe::tail::EarlierLines>,
 }
 
 /// Everything the dashboard shows.
@@ -182,6 +184,11 @@ pub struct Model {
     /// The detail pane fills the body (Enter); otherwise it shares the screen if there is room.
     pub zoomed: bool,
     pub detail_scroll: u16,
+    /// Lines the log tail is scrolled up from its newest (0: the end of the log in view).
+    pub tail_scroll: usize,
+    /// The operator looks at the log (`l`): the tail fills the detail and the movement keys
+    /// scroll it.
+    pub tail_focus: bool,
     pub filter: String,
     pub filter_editing: bool,
     pub help: bool,
@@ -226,6 +233,8 @@ pub enum Msg {
     Tail {
         job: String,
         lines: Reading<Vec<String>>,
+        /// The lines before them in the rotated predecessor, when the log holds fewer.
+        earlier: Option<crate::probe::tail::EarlierLines>,
     },
     /// Something the operator should see on the status line (a watch that failed, ...).
     Status(String),
@@ -308,6 +317,8 @@ impl Model {
             focus: Pane::List,
             zoomed: false,
             detail_scroll: 0,
+            tail_scroll: 0,
+            tail_focus: false,
             filter: String::new(),
             filter_editing: false,
             help: false,
@@ -516,6 +527,7 @@ impl Model {
         if !keep {
             self.selected = ids.first().cloned();
             self.detail_scroll = 0;
+            self.tail_scroll = 0;
         }
     }
 
@@ -535,6 +547,7 @@ impl Model {
         if self.selected.as_deref() != Some(ids[to].as_str()) {
             self.selected = Some(ids[to].clone());
             self.detail_scroll = 0;
+            self.tail_scroll = 0;
         }
     }
 
@@ -661,9 +674,17 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             }
             None
         }
-        Msg::Tail { job, lines } => {
+        Msg::Tail {
+            job,
+            lines,
+            earlier,
+        } => {
             if model.selected.as_deref() == Some(job.as_str()) {
-                model.tail = Some(Tail { job, lines });
+                model.tail = Some(Tail {
+                    job,
+                    lines,
+                    earlier,
+                });
                 model.dirty = true;
             }
             None
@@ -990,7 +1011,11 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         KeyCode::Char('?') => model.help = true,
         KeyCode::Char('/') => model.filter_editing = true,
         KeyCode::Esc => {
-            if model.zoomed {
+            if model.tail_focus {
+                model.tail_focus = false;
+                model.zoomed = false;
+                model.focus = Pane::List;
+            } else if model.zoomed {
                 model.zoomed = false;
                 model.focus = Pane::List;
             } else if !model.filter.is_empty() {
@@ -1000,6 +1025,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         }
         KeyCode::Enter => {
             if model.zoomed {
+                model.tail_focus = false;
                 model.zoomed = false;
                 model.focus = Pane::List;
             } else if model.selected.is_some() {
@@ -1019,6 +1045,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 Pane::Detail => {
                     model.focus = Pane::List;
                     model.zoomed = false;
+                    model.tail_focus = false;
                 }
             }
         }
@@ -1028,10 +1055,16 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         KeyCode::PageDown => return step(model, page.max(1)),
         KeyCode::Home | KeyCode::Char('g') => return step(model, -(isize::MAX / 2)),
         KeyCode::End | KeyCode::Char('G') => return step(model, isize::MAX / 2),
+        // The log: the tail fills the detail, on its newest lines; `l` again goes back.
         KeyCode::Char('l') if model.selected.is_some() => {
-            model.zoomed = true;
-            model.focus = Pane::Detail;
-            model.detail_scroll = detail_max_scroll(model);
+            if model.tail_focus {
+                model.tail_focus = false;
+            } else {
+                model.zoomed = true;
+                model.focus = Pane::Detail;
+                model.tail_focus = true;
+                model.tail_scroll = 0;
+            }
         }
         KeyCode::Char('R') => {
             model.status = Some("gathering every job's evidence again".to_string());
@@ -1128,6 +1161,13 @@ fn step(model: &mut Model, delta: isize) -> Option<Command> {
             model.ensure_visible();
             model.tail_command()
         }
+        Pane::Detail if model.tail_focus => {
+            // Up is back in the log: the scroll counts lines up from the newest.
+            let max = tail_max_scroll(model) as isize;
+            let current = model.tail_scroll.min(max as usize) as isize;
+            model.tail_scroll = current.saturating_sub(delta).clamp(0, max) as usize;
+            None
+        }
         Pane::Detail => {
             let current = model.detail_scroll.min(detail_max_scroll(model)) as isize;
             let scroll = current.saturating_add(delta);
@@ -1137,16 +1177,29 @@ fn step(model: &mut Model, delta: isize) -> Option<Command> {
     }
 }
 
-/// How far the detail can scroll: its wrapped lines past the pane's height.
+/// How far the detail can scroll: its wrapped lines past the rows the log tail leaves it.
 fn detail_max_scroll(model: &Model) -> u16 {
     let Some(detail) = model.areas().detail else {
         return 0;
     };
     let inner_height = usize::from(detail.height.saturating_sub(2));
     let lines = super::view::detail_lines(model, detail.width).len();
-    lines
-        .saturating_sub(inner_height)
-        .min(usize::from(u16::MAX)) as u16
+    let tail = super::view::tail_block(model, detail.width).len();
+    let (info_rows, _) = super::view::detail_split(model, inner_height, lines, tail);
+    lines.saturating_sub(info_rows).min(usize::from(u16::MAX)) as u16
+}
+
+/// How far the log tail can scroll up: its lines past the rows it is given, its heading aside.
+fn tail_max_scroll(model: &Model) -> usize {
+    let Some(detail) = model.areas().detail else {
+        return 0;
+    };
+    let inner_height = usize::from(detail.height.saturating_sub(2));
+    let lines = super::view::detail_lines(model, detail.width).len();
+    let tail = super::view::tail_block(model, detail.width).len();
+    let (_, tail_rows) = super::view::detail_split(model, inner_height, lines, tail);
+    tail.saturating_sub(1)
+        .saturating_sub(tail_rows.saturating_sub(1))
 }
 
 fn page_height(model: &Model) -> usize {
@@ -1207,6 +1260,7 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
             {
                 model.selected = Some(id);
                 model.detail_scroll = 0;
+                model.tail_scroll = 0;
                 return model.tail_command();
             }
             None

@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::layout;
-use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS, TAIL_LINES};
+use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS};
 use super::theme::symbol;
 use crate::core::text::{inert, is_mark};
 use crate::core::{Assessment, Bucket, Carried, CheckResult, Liveness, Reading};
@@ -443,6 +443,7 @@ fn progress_text(row: &Assessment) -> String {
                 (done.saturating_mul(100) / total).min(100)
             )
         }
+        (_, None) if row.percent.is_some() => format!("{:.0}%", row.percent.unwrap_or(0.0)),
         (Some(done), _) => format!("{done}"),
         (None, Some(total)) => format!("?/{total}"),
         (None, None) => "-".to_string(),
@@ -481,9 +482,12 @@ fn eta_text(model: &Model, row: &Assessment) -> String {
     if row.state != crate::core::State::Running {
         return "-".to_string();
     }
-    match rate(model, &row.id) {
-        Some(per_sec) => {
-            let secs = (total - done) as f64 / per_sec;
+    // The engine's (or the job's own, tqdm's) ETA first; the screen's samples otherwise.
+    let eta = row
+        .eta_sec
+        .or_else(|| rate(model, &row.id).map(|per_sec| (total - done) as f64 / per_sec));
+    match eta {
+        Some(secs) => {
             let s = secs as i64;
             match s {
                 0..=59 => format!("{s}s"),
@@ -561,13 +565,22 @@ fn detail_pane(model: &Model, frame: &mut Frame, area: Rect) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let lines = detail_lines(model, inner.width);
-    let max_scroll = lines.len().saturating_sub(usize::from(inner.height));
+    let mut tail = tail_block(model, inner.width);
+    let height = usize::from(inner.height);
+    let (info_rows, tail_rows) = detail_split(model, height, lines.len(), tail.len());
+    let max_scroll = lines.len().saturating_sub(info_rows);
     let scroll = usize::from(model.detail_scroll).min(max_scroll);
-    let shown: Vec<Line> = lines
-        .into_iter()
-        .skip(scroll)
-        .take(usize::from(inner.height))
-        .collect();
+    let mut shown: Vec<Line> = lines.into_iter().skip(scroll).take(info_rows).collect();
+    if tail_rows > 0 {
+        // The heading stays; below it, the newest lines that fit, unless scrolled up.
+        let heading = tail.remove(0);
+        let body_rows = tail_rows - 1;
+        let back = model.tail_scroll.min(tail.len().saturating_sub(body_rows));
+        let end = tail.len() - back;
+        let start = end.saturating_sub(body_rows);
+        shown.push(heading);
+        shown.extend(tail.drain(start..end));
+    }
     frame.render_widget(Paragraph::new(shown), inner);
 }
 
@@ -632,6 +645,30 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         );
     }
 
+    // How the last run ended, near the top: it is what an operator asks first of a job that
+    // is not running.
+    if let Some(run) = evidence.and_then(|e| e.history.last_run.as_ref()) {
+        let ago = |at: chrono::DateTime<chrono::Utc>| {
+            fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
+        };
+        let (words, style) = match (&run.exit, run.started) {
+            (Some(exit), _) => (
+                format!("{} {} ago", exit.words(), ago(exit.at)),
+                if exit.succeeded() {
+                    theme.good()
+                } else {
+                    theme.warning()
+                },
+            ),
+            (None, Some(started)) => (
+                format!("started {} ago; no exit recorded yet", ago(started)),
+                Style::default(),
+            ),
+            (None, None) => ("no exit recorded".to_string(), theme.dim()),
+        };
+        text(format!("Last run {words}"), style, &mut out);
+    }
+
     out.push(Line::styled("Reasons", theme.heading()));
     if let Some(held) = &row.held {
         text(
@@ -668,27 +705,6 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         let sources = evidence_rows(model, evidence);
         for (name, reading, style) in sources {
             text(format!("  {name:<15}{reading}"), style, &mut out);
-        }
-        if let Some(run) = &evidence.history.last_run {
-            let ago = |at: chrono::DateTime<chrono::Utc>| {
-                fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
-            };
-            let (words, style) = match (&run.exit, run.started) {
-                (Some(exit), _) => (
-                    format!("{} {} ago", exit.words(), ago(exit.at)),
-                    if exit.succeeded() {
-                        theme.good()
-                    } else {
-                        theme.warning()
-                    },
-                ),
-                (None, Some(started)) => (
-                    format!("started {} ago; no exit recorded yet", ago(started)),
-                    Style::default(),
-                ),
-                (None, None) => ("no exit recorded".to_string(), theme.dim()),
-            };
-            text(format!("  {:<15}{words}", "last run"), style, &mut out);
         }
     }
     if job.stall_never {
@@ -803,47 +819,106 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         }
     }
 
-    if let Some(log) = &job.log {
-        out.push(Line::styled(
-            format!("Log tail (last {TAIL_LINES} lines, newest last)"),
-            theme.heading(),
-        ));
-        match model
-            .tail
-            .as_ref()
-            .filter(|t| t.job == id)
-            .map(|t| &t.lines)
-        {
-            Some(Reading::Found(lines)) => {
-                for line in lines {
-                    text(format!("  {}", inert(line)), Style::default(), &mut out);
-                }
-            }
-            Some(Reading::Empty) => {
-                let seen = evidence
-                    .and_then(|e| e.log.as_ref())
-                    .and_then(|r| r.found());
-                let missing = evidence.and_then(|e| e.log_missing.as_deref());
-                let words = match (missing, seen.and_then(|s| s.carried.as_ref())) {
-                    (Some(missing), _) => format!("  (missing: {})", inert(missing)),
-                    (None, Some(Carried::Rotated(path))) => format!(
-                        "  (empty since it was rotated: its last lines are in '{}')",
-                        inert(&path.display().to_string())
-                    ),
-                    _ => format!(
-                        "  (empty: '{}' has nothing yet)",
-                        inert(&log.display().to_string())
-                    ),
-                };
-                text(words, theme.dim(), &mut out)
-            }
-            Some(Reading::Fault(error)) => text(
-                format!("  fault: {}", inert(error)),
-                theme.alarm(),
-                &mut out,
-            ),
-            None => text("  loading…".to_string(), theme.dim(), &mut out),
+    out
+}
+
+/// The log tail of the selected job, as lines of the pane: its heading, then one terminal
+/// line per log line (each its last carriage-return frame, cut to the width, never wrapped),
+/// newest last; the lines from a rotated predecessor first, under where they are. Empty when
+/// the job declares no log.
+pub fn tail_block(model: &Model, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(20));
+    let theme = &model.theme;
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let Some(id) = model.selected.as_deref() else {
+        return out;
+    };
+    let Some(log) = model.job(id).and_then(|job| job.log.as_ref()) else {
+        return out;
+    };
+    let evidence = model.snapshot.as_ref().and_then(|s| s.evidence_of(id));
+    let text = |line: String, style: Style, out: &mut Vec<Line<'static>>| {
+        for piece in wrap(&line, width) {
+            out.push(Line::styled(piece, style));
         }
+    };
+    let one_line = |line: &str| {
+        pad(&format!("  {}", inert(line)), width)
+            .trim_end()
+            .to_string()
+    };
+    let tail = model.tail.as_ref().filter(|t| t.job == id);
+    let scrolled = if model.tail_scroll > 0 {
+        format!(" · scrolled up {} lines · G: newest", model.tail_scroll)
+    } else {
+        String::new()
+    };
+    // Where the earlier lines are is said in the heading, which is always in view.
+    let earlier_in = tail
+        .and_then(|t| t.earlier.as_ref())
+        .and_then(|earlier| earlier.path.file_name())
+        .map(|name| format!(" · earlier lines in '{}'", inert(&name.to_string_lossy())))
+        .unwrap_or_default();
+    out.push(Line::styled(
+        pad(
+            &format!("Log tail (newest last){earlier_in}{scrolled}"),
+            width,
+        )
+        .trim_end()
+        .to_string(),
+        theme.heading(),
+    ));
+    if let Some(earlier) = tail.and_then(|t| t.earlier.as_ref()) {
+        text(
+            format!(
+                "  ── earlier lines, in '{}' (rotated) ──",
+                inert(&earlier.path.display().to_string())
+            ),
+            theme.dim(),
+            &mut out,
+        );
+        for line in &earlier.lines {
+            out.push(Line::styled(one_line(line), Style::default()));
+        }
+        text(
+            format!(
+                "  ── '{}' since the rotation ──",
+                inert(&log.display().to_string())
+            ),
+            theme.dim(),
+            &mut out,
+        );
+    }
+    match tail.map(|t| &t.lines) {
+        Some(Reading::Found(lines)) => {
+            for line in lines {
+                out.push(Line::styled(one_line(line), Style::default()));
+            }
+        }
+        Some(Reading::Empty) => {
+            let seen = evidence
+                .and_then(|e| e.log.as_ref())
+                .and_then(|r| r.found());
+            let missing = evidence.and_then(|e| e.log_missing.as_deref());
+            let words = match (missing, seen.and_then(|s| s.carried.as_ref())) {
+                (Some(missing), _) => format!("  (missing: {})", inert(missing)),
+                (None, Some(Carried::Rotated(path))) => format!(
+                    "  (empty since it was rotated: its last lines are in '{}')",
+                    inert(&path.display().to_string())
+                ),
+                _ => format!(
+                    "  (empty: '{}' has nothing yet)",
+                    inert(&log.display().to_string())
+                ),
+            };
+            text(words, theme.dim(), &mut out)
+        }
+        Some(Reading::Fault(error)) => text(
+            format!("  fault: {}", inert(error)),
+            theme.alarm(),
+            &mut out,
+        ),
+        None => text("  loading…".to_string(), theme.dim(), &mut out),
     }
     out
 }
@@ -874,6 +949,23 @@ fn local_time(model: &Model, at: chrono::DateTime<chrono::Utc>) -> String {
     } else {
         zone.format(at, "%Y-%m-%d %H:%M")
     }
+}
+
+/// How the detail pane's `height` rows are shared between the detail (`info` lines) and the
+/// log tail (`tail` lines): everything when it fits; otherwise the tail keeps at least half
+/// (all of it when the operator looks at the log, `l`), so its newest lines are always in view.
+pub fn detail_split(model: &Model, height: usize, info: usize, tail: usize) -> (usize, usize) {
+    if tail == 0 {
+        return (height, 0);
+    }
+    if model.tail_focus {
+        return (0, height);
+    }
+    if info + tail <= height {
+        return (info, tail);
+    }
+    let tail_rows = tail.min(height.saturating_sub(info).max(height / 2));
+    (height - tail_rows, tail_rows)
 }
 
 /// One line per declared source: its name, what it read, and a style.
@@ -1036,6 +1128,39 @@ fn evidence_rows(
             _ => {}
         }
     }
+    if let Some(reading) = &evidence.log_progress {
+        match reading {
+            Reading::Found(printed) => {
+                let mut words = match (printed.done, printed.total, printed.percent) {
+                    (Some(done), Some(total), _) => format!("done {done} of {total}"),
+                    (Some(done), None, _) => format!("done {done}"),
+                    (None, _, Some(percent)) => format!("{percent:.0}%"),
+                    (None, _, None) => "read".to_string(),
+                };
+                if let Some(rate) = printed.rate_per_sec {
+                    words.push_str(&format!(" · {rate:.2}/s as printed"));
+                }
+                if let Some(from) = &printed.from {
+                    words.push_str(&format!(
+                        " · in '{}' (rotated)",
+                        inert(&from.display().to_string())
+                    ));
+                }
+                words.push_str(&format!(" · '{}'", inert(&printed.frame)));
+                add("log_progress", words, Style::default())
+            }
+            Reading::Empty => add(
+                "log_progress",
+                "no matching frame in the log's last 64 KiB yet".to_string(),
+                theme.dim(),
+            ),
+            Reading::Fault(error) => add(
+                "log_progress",
+                format!("fault: {}", inert(error)),
+                theme.alarm(),
+            ),
+        }
+    }
     if let Some(reading) = &evidence.heartbeat {
         match (reading, empty_or_fault(reading)) {
             (Reading::Found(beat), _) => {
@@ -1194,7 +1319,7 @@ pub const KEYS: [(&str, &str); 19] = [
     ("g G  Home End", "first or last"),
     ("Enter", "open or close the detail of the selected job"),
     ("Tab", "switch between the list and the detail"),
-    ("l", "the log tail of the selected job"),
+    ("l", "the log, newest last: ↑↓ scroll it, G newest, l back"),
     (
         "/",
         "filter by id, owner or state (Enter keeps, Esc clears)",

@@ -244,6 +244,8 @@ fn mapping_name(accepted: &[&str]) -> &'static str {
         "in progress_table"
     } else if has("queue_sec") {
         "in timeouts"
+    } else if has("preset") {
+        "in log_progress"
     } else if has("cmdline") {
         "in process"
     } else if accepted == ["name", "command"] {

@@ -66,6 +66,7 @@ pub(super) struct RawJob {
     pub progress_file: Option<Spanned<String>>,
     pub progress_table: Option<Spanned<RawProgressTable>>,
     pub manifest: Option<Spanned<String>>,
+    pub log_progress: Option<Spanned<RawLogProgress>>,
     pub process: Option<Spanned<RawProcess>>,
     pub stall_sec: Option<Spanned<RawStall>>,
     pub expected_total: Option<u64>,
@@ -90,6 +91,14 @@ pub(super) struct RawProgressTable {
     pub time_zone: Option<Spanned<String>>,
     pub done_column: Option<Spanned<String>>,
     pub total_column: Option<Spanned<String>>,
+}
+
+/// `log_progress:` — a preset, or a pattern with named groups.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLogProgress {
+    pub preset: Option<Spanned<String>>,
+    pub pattern: Option<Spanned<String>>,
 }
 
 /// `process:` — the holder found by its command line.

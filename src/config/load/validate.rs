@@ -17,12 +17,12 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
-    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawProcess, RawProgressTable, RawRestart,
-    RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
+    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawLogProgress, RawProcess, RawProgressTable,
+    RawRestart, RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
 };
 use crate::config::{
-    CheckSpec, Config, JobSpec, Predicate, ProcessSpec, ProcessUser, ProgressTable, RestartSpec,
-    Route, Settings, TimeUnit, TimeZoneName, Timeouts,
+    CheckSpec, Config, JobSpec, LogProgress, Predicate, ProcessSpec, ProcessUser, ProgressTable,
+    RestartSpec, Route, Settings, TimeUnit, TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -480,6 +480,10 @@ fn job(
         .process
         .map(|process| process_spec(process, src, &the_job))
         .transpose()?;
+    let log_progress = raw
+        .log_progress
+        .map(|given| log_progress(given, src, &the_job, log.is_some()))
+        .transpose()?;
 
     let (stall_sec, stall_never) = match &raw.stall_sec {
         Some(stall) => match stall.value {
@@ -557,23 +561,28 @@ fn job(
                 let table_total = progress_table
                     .as_ref()
                     .is_some_and(|table| table.total_column.is_some());
-                if raw.expected_total.is_none() && !table_total {
+                let printed_total = log_progress
+                    .as_ref()
+                    .is_some_and(LogProgress::reports_total);
+                if raw.expected_total.is_none() && !table_total && !printed_total {
                     return Err(src.refuse(
                         *at,
                         format!(
                             "should_run_when {} of {the_job} needs expected_total, the number \
                              of items when done: add expected_total: N (or a progress_table \
-                             total_column the job keeps up to date), or drop not_complete",
+                             total_column the job keeps up to date, or log_progress that reads \
+                             the total it prints), or drop not_complete",
                             quote(predicate.as_str())
                         ),
                     ));
                 }
-                if progress_file.is_none() && progress_table.is_none() {
+                if progress_file.is_none() && progress_table.is_none() && log_progress.is_none() {
                     return Err(src.refuse(
                         *at,
                         format!(
                             "should_run_when {} of {the_job} needs a countable source: add \
-                             progress_file or progress_table (log and manifest count nothing)",
+                             progress_file, progress_table or log_progress (a log without \
+                             log_progress and a manifest count nothing)",
                             quote(predicate.as_str())
                         ),
                     ));
@@ -655,6 +664,7 @@ fn job(
         progress_file,
         progress_table,
         manifest,
+        log_progress,
         process,
         kept_lock: None,
         stall_sec,
@@ -884,6 +894,108 @@ fn process_spec(
         cmdline: cmdline.value,
         user,
     })
+}
+
+/// `log_progress:`: one preset, or one pattern that compiles and has a `done` or a `percent`
+/// group; and a `log` to read it from.
+fn log_progress(
+    raw: Spanned<RawLogProgress>,
+    src: &Source<'_>,
+    the_job: &str,
+    has_log: bool,
+) -> Result<LogProgress, ConfigError> {
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    if !has_log {
+        return Err(src.refuse(
+            at,
+            format!(
+                "log_progress of {the_job} (at {}) has no log to read: add log: PATH, the \
+                 file the job's output goes to, or remove log_progress",
+                src.quote_at(at)
+            ),
+        ));
+    }
+    let presets: Vec<(&str, LogProgress)> = LogProgress::PRESETS
+        .iter()
+        .map(|preset| (preset.as_str(), preset.clone()))
+        .collect();
+    match (&raw.preset, raw.pattern) {
+        (Some(preset), Some(pattern)) => Err(src.refuse(
+            Pos::of(&pattern),
+            format!(
+                "log_progress of {the_job} has both preset {} and pattern {}: keep one \
+                 (a pattern replaces the preset)",
+                quote(&preset.value),
+                quote(&pattern.value)
+            ),
+        )),
+        (None, None) => Err(src.refuse(
+            at,
+            format!(
+                "log_progress of {the_job} (at {}) names neither a preset nor a pattern: \
+                 write preset: tqdm (or fraction, percent), or pattern: with named groups \
+                 done, total, percent, like 'step (?P<done>\\d+)/(?P<total>\\d+)'",
+                src.quote_at(at)
+            ),
+        )),
+        (Some(_), None) => {
+            let chosen = one_of(
+                src,
+                &raw.preset,
+                "log_progress.preset",
+                &presets.iter().map(|(w, p)| (*w, p)).collect::<Vec<_>>(),
+                "tqdm's bar, the last N/M of a line, the last NN% of a line; or write pattern: \
+                 instead",
+            )?;
+            Ok(chosen.cloned().unwrap_or(LogProgress::Tqdm))
+        }
+        (None, Some(pattern)) => {
+            let at_pattern = Pos::of(&pattern);
+            let compiled = match regex::Regex::new(&pattern.value) {
+                Ok(compiled) => compiled,
+                Err(error) => {
+                    let words = match &error {
+                        regex::Error::Syntax(text) => text
+                            .lines()
+                            .rev()
+                            .find(|line| !line.trim().is_empty())
+                            .unwrap_or("does not compile")
+                            .trim()
+                            .trim_start_matches("error: ")
+                            .to_string(),
+                        _ => "it is too large to compile".to_string(),
+                    };
+                    return Err(src.refuse(
+                        at_pattern,
+                        format!(
+                            "log_progress.pattern {} of {the_job} is not a regular expression \
+                             ({words}): fix it, and escape what is meant literally, like '\\.' \
+                             for a dot",
+                            quote(&pattern.value)
+                        ),
+                    ));
+                }
+            };
+            let names: Vec<&str> = compiled.capture_names().flatten().collect();
+            let has = |name: &str| names.contains(&name);
+            if !has("done") && !has("percent") {
+                return Err(src.refuse(
+                    at_pattern,
+                    format!(
+                        "log_progress.pattern {} of {the_job} has neither a 'done' nor a \
+                         'percent' group: name what it reads, like \
+                         'step (?P<done>\\d+)/(?P<total>\\d+)' or '(?P<percent>\\d+)%'",
+                        quote(&pattern.value)
+                    ),
+                ));
+            }
+            Ok(LogProgress::Pattern {
+                reports_total: has("total") || has("percent"),
+                pattern: pattern.value,
+            })
+        }
+    }
 }
 
 /// The regex crate's error in one line: its last line ("error: unclosed group"), without
