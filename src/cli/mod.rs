@@ -3,6 +3,7 @@
 //! Each entry point loads what it needs, asks the engine, writes through a generic writer and
 //! returns an [`ExitCode`]. Nothing here judges a job; nothing here draws a screen.
 
+pub mod adopt;
 mod check;
 pub mod decide;
 pub mod digest;
@@ -117,6 +118,16 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Print a job stanza for a process already running, to paste under 'jobs:': its exact
+    /// command line as process.cmdline, the file its output goes to as log, its argv and cwd
+    /// as restart, and comments on what to decide. Exit 0 printed, 3 bad --id, 65 an argv a
+    /// jobs file cannot hold, 66 no such process, 77 not yours to inspect.
+    Adopt {
+        pid: u32,
+        /// The job's id (default: from the program's name, made a valid id).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+    },
     /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
     /// job is already running, 69 when it is paused (nothing runs).
@@ -195,6 +206,9 @@ pub fn run(cli: Cli) -> ExitCode {
             yes,
             &mut out,
         ),
+        Some(Command::Adopt { pid, id }) => {
+            adopt::run(cli.config.as_deref(), pid, id.as_deref(), &mut out)
+        }
         Some(Command::Run(args)) => jobside::run(cli.config.as_deref(), args),
         Some(Command::Heartbeat(args)) => jobside::heartbeat(cli.config.as_deref(), args),
         Some(Command::Approval(command)) => {

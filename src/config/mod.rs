@@ -16,6 +16,7 @@ use chrono::NaiveTime;
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, find_config_path, load, load_str};
+pub(crate) use load::{is_valid_id, suggest_id};
 
 /// The whole validated jobs file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

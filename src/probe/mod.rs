@@ -8,6 +8,7 @@
 pub mod checks;
 pub mod count;
 pub mod files;
+pub mod inspect;
 pub mod lock;
 pub mod manifest;
 pub mod proc;

@@ -355,7 +355,7 @@ fn spanning(at: Pos, shown: &str) -> Pos {
 }
 
 /// `[a-z0-9][a-z0-9_-]{0,63}`: ids name jobs on the command line, in events and in keys.
-fn is_valid_id(id: &str) -> bool {
+pub(crate) fn is_valid_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 64
@@ -366,7 +366,7 @@ fn is_valid_id(id: &str) -> bool {
 }
 
 /// A valid id close to an invalid one, to show what would be accepted.
-fn suggest_id(id: &str) -> Option<String> {
+pub(crate) fn suggest_id(id: &str) -> Option<String> {
     let mut out = String::new();
     for c in id.trim().chars() {
         let c = c.to_ascii_lowercase();
