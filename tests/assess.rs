@@ -46,6 +46,7 @@ fn job() -> JobSpec {
         checks: vec![],
         timeouts: Timeouts::default(),
         stall_never: false,
+        markers: Vec::new(),
     }
 }
 

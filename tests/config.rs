@@ -115,6 +115,13 @@ const REFUSALS: &[Refusal] = &[
     refusal("bad_time_unit",                   9, 18, "msec",          "write one of 's', 'ms', 'us'"),
     refusal("bad_time_zone",                   9, 18, "JST",           "write one of 'local', 'utc'"),
     refusal("total_column_without_done_column", 9, 21, "total",        "has no done_column beside it"),
+    // markers (SPEC §5)
+    refusal("marker_without_path",             6,  9, "{",             "add 'path:'"),
+    refusal("marker_without_stale_after_sec",  6,  9, "/data/run/.resumed", "lacks stale_after_sec"),
+    refusal("marker_zero_stale_after_sec",     6, 54, "0",             "at least 1"),
+    refusal("marker_repeated",                 7, 17, "/data/run/./.resumed", "first at line 6"),
+    refusal("unknown_key_in_marker",           6, 37, "max_age_sec",   "accepted keys: path, stale_after_sec"),
+    refusal("marker_empty_path",               6, 17, "",              "markers.path"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {

@@ -88,6 +88,17 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Remove a stale marker of a job (its holder gone, or bare and older than
+    /// stale_after_sec): shows its age, its content, the job's last attempts and last error,
+    /// asks, then removes it, re-checking it first. Exit codes as for restart.
+    ReleaseMarker {
+        job: String,
+        /// The marker: its path, or its file name (default: the job's only stale marker).
+        path: Option<PathBuf>,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Pause a job on purpose: PAUSED until resumed — nobody restarts it, nothing escalates
     /// it, every daily digest names it. Exit codes as for restart.
     Pause {
@@ -181,6 +192,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Some(Command::Release { job, yes }) => {
             decide::release(cli.config.as_deref(), &job, yes, &mut out)
+        }
+        Some(Command::ReleaseMarker { job, path, yes }) => {
+            decide::release_marker(cli.config.as_deref(), &job, path.as_deref(), yes, &mut out)
         }
         Some(Command::Pause { job, reason, yes }) => decide::note(
             cli.config.as_deref(),

@@ -11,6 +11,7 @@ pub mod files;
 pub mod inspect;
 pub mod lock;
 pub mod manifest;
+pub mod marker;
 pub mod proc;
 pub mod procscan;
 pub mod rotation;
@@ -93,6 +94,11 @@ impl Prober {
             pending_approvals: Vec::new(),
             started_before: false,
             history: Default::default(),
+            markers: job
+                .markers
+                .iter()
+                .map(|marker| marker::read_marker(&marker.path))
+                .collect(),
         }
     }
 }
