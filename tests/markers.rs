@@ -456,3 +456,66 @@ fn a_link_a_named_pipe_and_a_folder_others_can_write_are_faults_never_followed_o
     );
     assert_eq!(fs::read_link(&link).unwrap(), precious);
 }
+
+/// The uid of the unprivileged test user, created when missing (exit 9 from a parallel
+/// test's useradd means it exists); `None`, with a message, where users cannot be created.
+fn other_user() -> Option<u32> {
+    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
+    if lookup().is_none() {
+        let status = Command::new("useradd")
+            .args(["--system", "--no-create-home", "mihari-other"])
+            .status();
+        match status {
+            Ok(status) if status.success() || matches!(status.code(), Some(9 | 10)) => {}
+            other => {
+                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
+                return None;
+            }
+        }
+    }
+    for _ in 0..50 {
+        if let Some(user) = lookup() {
+            return Some(user.uid.as_raw());
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn a_marker_in_a_folder_another_user_owns_is_a_fault_and_never_removed() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: giving a folder to another user needs root");
+        return;
+    }
+    let Some(uid) = other_user() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).unwrap();
+    let theirs = dir.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    let planted = theirs.join(".resumed");
+    fs::write(&planted, "").unwrap();
+    age(&planted, 7200);
+    let id = nix::unistd::Uid::from_raw(uid);
+    let gid = nix::unistd::Gid::from_raw(uid);
+    nix::unistd::chown(&planted, Some(id), Some(gid)).unwrap();
+    nix::unistd::chown(&theirs, Some(id), Some(gid)).unwrap();
+    let sandbox = Sandbox::new(&marker(&planted, 60));
+    let row = sandbox.row();
+    assert_eq!(row["bucket"], "STALE", "{row:#}");
+    let why = reasons(&row);
+    assert!(why.contains("belongs to user 'mihari-other'"), "{why}");
+    assert!(
+        !why.contains("stale;"),
+        "judged stale through a folder it cannot trust: {why}"
+    );
+    let out = sandbox.mihari(&["release-marker", "j", ".resumed", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(said(&out).contains("mihari-other"), "{}", said(&out));
+    assert!(
+        planted.exists(),
+        "a marker in another user's folder was removed"
+    );
+}

@@ -191,3 +191,145 @@ fn judge_one(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::evidence::LockHolder;
+
+    fn at(secs_ago: i64, now: DateTime<Utc>) -> DateTime<Utc> {
+        now - chrono::Duration::seconds(secs_ago)
+    }
+
+    fn holder(liveness: Liveness) -> LockHolder {
+        LockHolder {
+            pid: Some(4242),
+            recorded_start: None,
+            cmdline: None,
+            run_id: None,
+            modified: DateTime::UNIX_EPOCH,
+            liveness,
+            why: "no such process".to_string(),
+            started_at: None,
+            start_ticks: None,
+            stopped: false,
+        }
+    }
+
+    fn found(
+        kind: MarkerKind,
+        secs_ago: i64,
+        holder: Option<LockHolder>,
+        now: DateTime<Utc>,
+    ) -> Reading<MarkerReading> {
+        Reading::Found(MarkerReading {
+            kind,
+            modified: at(secs_ago, now),
+            size: 0,
+            holder,
+            content: String::new(),
+        })
+    }
+
+    /// One row per boundary: a marker's reading -> its state and the words that say why.
+    #[test]
+    fn each_marker_reading_comes_to_one_state() {
+        let now = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        let spec = MarkerSpec {
+            path: PathBuf::from("/data/run/.resumed"),
+            stale_after_sec: 1800,
+        };
+        let rows: Vec<(&str, Option<Reading<MarkerReading>>, MarkerState, &str)> = vec![
+            ("not read", None, MarkerState::Absent, "is not there"),
+            (
+                "not there",
+                Some(Reading::Empty),
+                MarkerState::Absent,
+                "is not there",
+            ),
+            (
+                "a link at its path",
+                Some(Reading::Fault(
+                    "'/data/run/.resumed' is a symbolic link".into(),
+                )),
+                MarkerState::Fault,
+                "fault: '/data/run/.resumed' is a symbolic link",
+            ),
+            (
+                "bare, one second under its age",
+                Some(found(MarkerKind::File, 1799, None, now)),
+                MarkerState::Fine,
+                "stale after 1800 s",
+            ),
+            (
+                "bare, one second past its age",
+                Some(found(MarkerKind::File, 1801, None, now)),
+                MarkerState::Stale,
+                "(stale_after_sec 1800) and no process holds it",
+            ),
+            (
+                "a bare folder past its age",
+                Some(found(MarkerKind::Folder, 7200, None, now)),
+                MarkerState::Stale,
+                "(a folder) is 2 h 00 min old",
+            ),
+            (
+                "its holder gone, however young",
+                Some(found(
+                    MarkerKind::File,
+                    1,
+                    Some(holder(Liveness::Dead)),
+                    now,
+                )),
+                MarkerState::Stale,
+                "its holder is gone: pid 4242: no such process",
+            ),
+            (
+                "its holder alive, however old",
+                Some(found(
+                    MarkerKind::File,
+                    86_400,
+                    Some(holder(Liveness::Alive)),
+                    now,
+                )),
+                MarkerState::Fine,
+                "held by pid 4242, alive",
+            ),
+            (
+                "its holder unknown",
+                Some(found(
+                    MarkerKind::File,
+                    86_400,
+                    Some(holder(Liveness::Unknown)),
+                    now,
+                )),
+                MarkerState::Unknown,
+                "never released while unknown",
+            ),
+            (
+                "written an hour in the future: never an age of 0",
+                Some(found(MarkerKind::File, -3600, None, now)),
+                MarkerState::Unknown,
+                "in the future",
+            ),
+        ];
+        for (name, reading, state, says) in rows {
+            let judged = judge_marker(0, &spec, reading.as_ref(), now);
+            assert_eq!(judged.state, state, "{name}: {}", judged.words);
+            assert!(judged.words.contains(says), "{name}: {}", judged.words);
+            assert!(
+                judged.words.contains("marker '/data/run/.resumed'"),
+                "{name}: the marker is named: {}",
+                judged.words
+            );
+            assert_eq!(
+                state.needs_a_look(),
+                matches!(
+                    state,
+                    MarkerState::Stale | MarkerState::Unknown | MarkerState::Fault
+                ),
+                "{name}"
+            );
+        }
+    }
+}

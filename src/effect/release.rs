@@ -30,14 +30,15 @@ const IDENTITY_READ_LIMIT: u64 = 64 * 1024;
 /// The identity of the lock at `path` now, read through the one safe open: a link, a named
 /// pipe or a folder someone else can change is refused, never followed or read.
 pub fn identity(path: &Path) -> Result<FileIdentity, String> {
-    let entry = safe_open::locate(path, Role::Lock, Purpose::Write).map_err(|e| words(path, e))?;
-    identity_of(&entry)
+    let entry =
+        safe_open::locate(path, Role::Lock, Purpose::Write).map_err(|e| words(path, e, "lock"))?;
+    identity_of(&entry, "lock")
 }
 
-/// The identity of the lock `entry` names now.
-fn identity_of(entry: &Entry) -> Result<FileIdentity, String> {
+/// The identity of the file `entry` names now (a lock, or a marker: `noun`).
+fn identity_of(entry: &Entry, noun: &str) -> Result<FileIdentity, String> {
     let path = entry.path();
-    let safe_open::Opened { file, meta } = entry.open_read().map_err(|e| words(path, e))?;
+    let safe_open::Opened { file, meta } = entry.open_read().map_err(|e| words(path, e, noun))?;
     let mut content = Vec::new();
     file.take(IDENTITY_READ_LIMIT)
         .read_to_end(&mut content)
@@ -51,9 +52,9 @@ fn identity_of(entry: &Entry) -> Result<FileIdentity, String> {
     })
 }
 
-fn words(path: &Path, error: OpenError) -> String {
+fn words(path: &Path, error: OpenError, noun: &str) -> String {
     match error {
-        OpenError::Missing => format!("the lock '{}' is gone", path.display()),
+        OpenError::Missing => format!("the {noun} '{}' is gone", path.display()),
         OpenError::Refused(why) => why,
     }
 }
@@ -100,7 +101,7 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
     // step goes through the folder judged safe, so none can be sent elsewhere by a link.
     let entry = match safe_open::locate(&plan.path, Role::Lock, Purpose::Write) {
         Ok(entry) => entry,
-        Err(error) => return refuse(store, words(&plan.path, error)),
+        Err(error) => return refuse(store, words(&plan.path, error, "lock")),
     };
     let aside = match entry.sibling(&format!(".mihari-release-{}", std::process::id())) {
         Ok(aside) => aside,
@@ -109,7 +110,7 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
     if let Err(error) = entry.rename_to(&aside) {
         return refuse(store, format!("cannot move the lock aside: {error}"));
     }
-    match identity_of(&aside) {
+    match identity_of(&aside, "lock") {
         Ok(moved) if moved == plan.identity => {}
         other => {
             // Someone replaced the file just now: put theirs back, untouched.
@@ -174,7 +175,7 @@ fn marker_identity_of(entry: &Entry) -> Result<(FileIdentity, MarkerKind), Strin
                 MarkerKind::Folder,
             ))
         }
-        libc::S_IFREG => identity_of(entry).map(|identity| (identity, MarkerKind::File)),
+        libc::S_IFREG => identity_of(entry, "marker").map(|identity| (identity, MarkerKind::File)),
         mode => Err(marker::refusal_words(
             safe_open::not_regular(path, Role::Marker, mode),
             path,
