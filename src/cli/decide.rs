@@ -78,9 +78,17 @@ pub fn release_marker(
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
-    let absolute = path.map(|path| match std::env::current_dir() {
-        Ok(here) if path.is_relative() && path.components().count() > 1 => here.join(path),
-        _ => path.to_path_buf(),
+    // A bare name is matched against the markers' file names; a relative path is taken from
+    // the current folder, written as the jobs file's paths are (without '.' parts).
+    let absolute = path.map(|path| {
+        let joined = match std::env::current_dir() {
+            Ok(here) if path.is_relative() && path.components().count() > 1 => here.join(path),
+            _ => path.to_path_buf(),
+        };
+        joined
+            .components()
+            .filter(|part| !matches!(part, std::path::Component::CurDir))
+            .collect::<std::path::PathBuf>()
     });
     match engine.propose_marker(job, absolute.as_deref(), false, Utc::now()) {
         Ok(decision) => confirm_and_execute(&decision, &config, yes, Ask::YesNo, out),
