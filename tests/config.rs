@@ -124,6 +124,13 @@ const REFUSALS: &[Refusal] = &[
     refusal("log_progress_preset_and_pattern", 7, 16, r"step (?P<done>\d+)", "keep one"),
     refusal("log_progress_without_preset_or_pattern", 5, 19, "{",      "names neither a preset nor a pattern"),
     refusal("unknown_key_in_log_progress",     6,  7, "regex",         "accepted keys: preset, pattern"),
+    // markers (SPEC §5)
+    refusal("marker_without_path",             6,  9, "{",             "add 'path:'"),
+    refusal("marker_without_stale_after_sec",  6,  9, "/data/run/.resumed", "lacks stale_after_sec"),
+    refusal("marker_zero_stale_after_sec",     6, 54, "0",             "at least 1"),
+    refusal("marker_repeated",                 7, 17, "/data/run/./.resumed", "first at line 6"),
+    refusal("unknown_key_in_marker",           6, 37, "max_age_sec",   "accepted keys: path, stale_after_sec"),
+    refusal("marker_empty_path",               6, 17, "",              "markers.path"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {

@@ -179,6 +179,13 @@ fn jobs_example_yaml_loads() {
         config.jobs[2].should_run_when,
         [mihari::config::Predicate::NotSucceeded]
     );
+    // collect_raw shows markers: a file and a mkdir lock, each with its age limit.
+    let markers: Vec<u64> = config.jobs[0]
+        .markers
+        .iter()
+        .map(|m| m.stale_after_sec)
+        .collect();
+    assert_eq!(markers, [1800, 86400]);
     assert_eq!(
         config.jobs[3].stall_limit(),
         None,

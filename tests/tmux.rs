@@ -405,3 +405,76 @@ fn two_pending_approvals_are_listed_and_the_second_is_chosen_approved_and_record
     tmux.keys(&["q"]);
     tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
 }
+
+#[test]
+fn the_marker_key_shows_what_happened_then_removes_the_stale_marker_only_when_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join(".resumed");
+    std::fs::write(&marker, "resumed by worker-3 at step 1200\n").unwrap();
+    let aged = Command::new("touch")
+        .arg("-d")
+        .arg("2 hours ago")
+        .arg(&marker)
+        .status()
+        .unwrap();
+    assert!(aged.success());
+    let config = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n  - id: resumer\n    log: {}\n    \
+             should_run_when: [not_succeeded]\n    markers:\n      - {{ path: '{}', \
+             stale_after_sec: 1800 }}\n",
+            dir.path().join("state").display(),
+            dir.path().join("resumer.log").display(),
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let binary = env!("CARGO_BIN_EXE_mihari");
+    let command = format!(
+        "{binary} --config {}; echo DASHBOARD-EXITED-$?; sleep 60",
+        config.display()
+    );
+    let tmux = Tmux::start("marker", 100, 32, &command);
+    tmux.wait_for(&["STALE", "resumer", "q quit"], Duration::from_secs(30));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&["Markers", "M releases it"], Duration::from_secs(10));
+
+    // The dialog shows what happened; Cancel has the focus: Enter removes nothing.
+    tmux.keys(&["M"]);
+    let screen = tmux.wait_for(
+        &[
+            "release marker 'resumer'?",
+            "age",
+            "2 h",
+            "resumed by worker-3",
+            "[ Release ]",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(screen.contains("[ Cancel ]"), "{screen}");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&["declined"], Duration::from_secs(10));
+    assert!(marker.exists(), "Cancel removed the marker");
+
+    // Tab to Release, Enter: removed, and said.
+    tmux.keys(&["M"]);
+    tmux.wait_for(&["release marker 'resumer'?"], Duration::from_secs(10));
+    tmux.keys(&["Tab", "Enter"]);
+    tmux.wait_for(&["was removed"], Duration::from_secs(10));
+    assert!(!marker.exists(), "the confirmed release left the marker");
+    tmux.keys(&["q"]);
+    tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
+
+    let events = Command::new(binary)
+        .arg("--config")
+        .arg(&config)
+        .arg("events")
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&events.stdout);
+    for kind in ["declined", "confirmed", "released"] {
+        assert!(events.contains(kind), "no {kind} in:\n{events}");
+    }
+}

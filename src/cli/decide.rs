@@ -1,5 +1,5 @@
-//! The human decisions from a shell: `restart`, `release`, `pause`, `resume`, `ack`,
-//! `approval approve|deny`.
+//! The human decisions from a shell: `restart`, `release`, `release-marker`, `pause`,
+//! `resume`, `ack`, `approval approve|deny`.
 //!
 //! Each command proposes the same decision the dashboard's dialog would, prints what the
 //! dialog shows, asks on the terminal (or takes `--yes`), and hands the decision to the one
@@ -65,6 +65,66 @@ pub fn note(
     on_job(config, action, job, reason, yes, out)
 }
 
+/// `mihari release-marker JOB [PATH] [--yes]`: PATH is the marker's full path (or a path
+/// relative to the current folder, or its file name); without it, the job's only stale one.
+pub fn release_marker(
+    config: Option<&Path>,
+    job: &str,
+    path: Option<&Path>,
+    yes: bool,
+    out: &mut impl Write,
+) -> ExitCode {
+    let (config, engine) = match prepared(config, job, yes) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
+    };
+    // A bare name is matched against the markers' file names; a relative path is taken from
+    // the current folder, written as the jobs file's paths are (without '.' parts).
+    let absolute = path.map(|path| {
+        let joined = match std::env::current_dir() {
+            Ok(here) if path.is_relative() && path.components().count() > 1 => here.join(path),
+            _ => path.to_path_buf(),
+        };
+        joined
+            .components()
+            .filter(|part| !matches!(part, std::path::Component::CurDir))
+            .collect::<std::path::PathBuf>()
+    });
+    match engine.propose_marker(job, absolute.as_deref(), false, Utc::now()) {
+        Ok(decision) => confirm_and_execute(&decision, &config, yes, Ask::YesNo, out),
+        Err(why) => finish(
+            effect::refuse(job, "release marker", &why, &config, actor(yes)),
+            out,
+        ),
+    }
+}
+
+/// The jobs file loaded, the job known, the store usable, every job judged with its checks:
+/// what a decision from a shell starts from.
+fn prepared(config: Option<&Path>, job: &str, yes: bool) -> Result<(Config, Engine), ExitCode> {
+    let config = super::load_config(config)?;
+    if !config.jobs.iter().any(|j| j.id == job) {
+        let _ = writeln!(
+            io::stderr(),
+            "mihari: no job '{}' in '{}'",
+            inert(job),
+            config.source.display()
+        );
+        return Err(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    // Every decision is recorded before its effect: without a usable store, nothing happens.
+    if let Err(error) = Store::open(&config.settings.state_dir, actor(yes)) {
+        let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
+        let _ = writeln!(io::stderr(), "mihari: {words}");
+        return Err(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    let mut engine = Engine::new(config.clone());
+    // Checks decide RED, and RED holds dispatch: judge with them, as the dashboard does.
+    engine.run_checks(None);
+    engine.refresh(None, Utc::now());
+    Ok((config, engine))
+}
+
 fn on_job(
     config: Option<&Path>,
     action: Action,
@@ -73,30 +133,11 @@ fn on_job(
     yes: bool,
     out: &mut impl Write,
 ) -> ExitCode {
-    let config = match super::load_config(config) {
-        Ok(config) => config,
+    let (config, engine) = match prepared(config, job, yes) {
+        Ok(prepared) => prepared,
         Err(code) => return code,
     };
-    if !config.jobs.iter().any(|j| j.id == job) {
-        let _ = writeln!(
-            io::stderr(),
-            "mihari: no job '{}' in '{}'",
-            inert(job),
-            config.source.display()
-        );
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
-    // Every decision is recorded before its effect: without a usable store, nothing happens.
-    if let Err(error) = Store::open(&config.settings.state_dir, actor(yes)) {
-        let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
-        let _ = writeln!(io::stderr(), "mihari: {words}");
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
-    let mut engine = Engine::new(config.clone());
-    // Checks decide RED, and RED holds dispatch: judge with them, as the dashboard does.
-    engine.run_checks(None);
     let now = Utc::now();
-    engine.refresh(None, now);
     let decision = match engine.propose(action, job, now) {
         Ok(Decision::Pause(mut plan)) => {
             plan.reason = reason.and_then(checked_reason).unwrap_or_default();

@@ -3,6 +3,7 @@
 //! Each entry point loads what it needs, asks the engine, writes through a generic writer and
 //! returns an [`ExitCode`]. Nothing here judges a job; nothing here draws a screen.
 
+pub mod adopt;
 mod check;
 pub mod decide;
 pub mod digest;
@@ -105,6 +106,17 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Remove a stale marker of a job (its holder gone, or bare and older than
+    /// stale_after_sec): shows its age, its content, the job's last attempts and last error,
+    /// asks, then removes it, re-checking it first. Exit codes as for restart.
+    ReleaseMarker {
+        job: String,
+        /// The marker: its path, or its file name (default: the job's only stale marker).
+        path: Option<PathBuf>,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Pause a job on purpose: PAUSED until resumed — nobody restarts it, nothing escalates
     /// it, every daily digest names it. Exit codes as for restart.
     Pause {
@@ -134,6 +146,16 @@ pub enum Command {
         /// Do not ask.
         #[arg(long)]
         yes: bool,
+    },
+    /// Print a job stanza for a process already running, to paste under 'jobs:': its exact
+    /// command line as process.cmdline, the file its output goes to as log, its argv and cwd
+    /// as restart, and comments on what to decide. Exit 0 printed, 3 bad --id, 65 an argv a
+    /// jobs file cannot hold, 66 no such process, 77 not yours to inspect.
+    Adopt {
+        pid: u32,
+        /// The job's id (default: from the program's name, made a valid id).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
     },
     /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
@@ -218,6 +240,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Release { job, yes }) => {
             decide::release(cli.config.as_deref(), &job, yes, &mut out)
         }
+        Some(Command::ReleaseMarker { job, path, yes }) => {
+            decide::release_marker(cli.config.as_deref(), &job, path.as_deref(), yes, &mut out)
+        }
         Some(Command::Pause { job, reason, yes }) => decide::note(
             cli.config.as_deref(),
             crate::engine::Action::Pause,
@@ -242,6 +267,9 @@ pub fn run(cli: Cli) -> ExitCode {
             yes,
             &mut out,
         ),
+        Some(Command::Adopt { pid, id }) => {
+            adopt::run(cli.config.as_deref(), pid, id.as_deref(), &mut out)
+        }
         Some(Command::Run(args)) => jobside::run(cli.config.as_deref(), args),
         Some(Command::Heartbeat(args)) => jobside::heartbeat(cli.config.as_deref(), args),
         Some(Command::Approval(command)) => {

@@ -24,6 +24,7 @@ use serde_saphyr::{DuplicateKeyPolicy, Spanned};
 use self::diagnose::{Source, quote};
 use self::raw::RawFile;
 use self::validate::Env;
+pub(crate) use self::validate::{is_valid_id, suggest_id};
 use super::Config;
 
 /// A jobs file larger than this is refused before parsing: a farm of tens of thousands of

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use load::fleet::{Fleet, Host, find_fleet_path, load_fleet, load_fleet_str};
 pub use load::{ConfigError, find_config_path, load, load_str};
+pub(crate) use load::{is_valid_id, suggest_id};
 
 /// The whole validated jobs file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,6 +112,8 @@ pub struct JobSpec {
     /// `stall_sec: never`: the job is idle by nature (a server that logs only on requests)
     /// and is never STALLED; `stall_sec` then keeps its default and is not used.
     pub stall_never: bool,
+    /// `markers:` — files or folders that gate the job's work (SPEC §5), in file order.
+    pub markers: Vec<MarkerSpec>,
 }
 
 impl JobSpec {
@@ -353,6 +356,15 @@ pub struct CheckSpec {
     pub every_sec: u64,
     /// Killed and reported as a fault after this long. Default 30.
     pub timeout_sec: u64,
+}
+
+/// One of `markers:` — a file or folder that gates a job's work: seed 000's `.resumed`, a
+/// session marker, a `mkdir` lock. A marker holding a PID or a JSON lock is judged like a
+/// lock; a bare one is stale when older than `stale_after_sec` with no live holder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkerSpec {
+    pub path: PathBuf,
+    pub stale_after_sec: u64,
 }
 
 /// `timeouts:` — the four timeout kinds of seed 003 (heartbeat loss is `stall_sec`).

@@ -285,6 +285,20 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     }
     let timeouts = timeouts_exceeded(job, state, &evidence.history, now);
     reasons.extend(timeouts.iter().cloned());
+    // Stale markers (a dead holder, a bare one past stale_after_sec), and those that cannot
+    // be judged: STALE, each named (SPEC §5).
+    let markers_to_look_at: Vec<String> = super::marker::judge_markers(job, evidence, now)
+        .into_iter()
+        .filter(|marker| marker.state.needs_a_look())
+        .map(|marker| match marker.state {
+            super::marker::MarkerState::Stale => format!(
+                "{}: stale; look, then release it (mihari release-marker {})",
+                marker.words, job.id
+            ),
+            _ => marker.words,
+        })
+        .collect();
+    reasons.extend(markers_to_look_at.iter().cloned());
 
     // A broken rule (the daily cap spent, a failed restart, a duplicate spawn) puts the job in
     // RED even when it also needs a restart: it is a human's to look at first.
@@ -296,7 +310,9 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
         State::ShouldBeRunning if started_before => Some(Bucket::Restart),
         _ if check_failed => Some(Bucket::Red),
         State::Stalled | State::Unknown => Some(Bucket::Stale),
-        _ if check_trouble || !timeouts.is_empty() => Some(Bucket::Stale),
+        _ if check_trouble || !timeouts.is_empty() || !markers_to_look_at.is_empty() => {
+            Some(Bucket::Stale)
+        }
         State::ShouldBeRunning => Some(Bucket::Dispatch),
         _ => None,
     };

@@ -22,6 +22,8 @@ use crate::config::{JobSpec, Route};
 pub enum Decision {
     Restart(RestartPlan),
     Release(ReleasePlan),
+    /// Remove a stale marker (its holder gone, or bare and past `stale_after_sec`).
+    ReleaseMarker(MarkerPlan),
     Approve(ApprovalPlan),
     Deny(ApprovalPlan),
     /// Stop a job on purpose: PAUSED until resumed; nobody restarts it, nothing escalates it.
@@ -37,6 +39,7 @@ impl Decision {
         match self {
             Decision::Restart(plan) => &plan.job,
             Decision::Release(plan) => &plan.job,
+            Decision::ReleaseMarker(plan) => &plan.job,
             Decision::Approve(plan) | Decision::Deny(plan) => &plan.job,
             Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
                 &plan.job
@@ -49,6 +52,7 @@ impl Decision {
         match self {
             Decision::Restart(_) => "restart",
             Decision::Release(_) => "release",
+            Decision::ReleaseMarker(_) => "release marker",
             Decision::Approve(_) => "approve",
             Decision::Deny(_) => "deny",
             Decision::Pause(_) => "pause",
@@ -79,6 +83,7 @@ impl Decision {
         match self {
             Decision::Restart(plan) => &plan.key,
             Decision::Release(plan) => &plan.key,
+            Decision::ReleaseMarker(plan) => &plan.key,
             Decision::Approve(plan) | Decision::Deny(plan) => &plan.key,
             Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
                 &plan.key
@@ -187,6 +192,30 @@ pub struct ReleasePlan {
     pub path: PathBuf,
     pub identity: FileIdentity,
     pub holder: HolderView,
+}
+
+/// Everything the release of a marker needs and its dialog shows: what happened before it
+/// is removed (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MarkerPlan {
+    pub job: String,
+    pub key: String,
+    pub path: PathBuf,
+    /// Its place in the job's `markers:`.
+    pub index: usize,
+    pub kind: super::evidence::MarkerKind,
+    /// The marker as the dialog saw it; removed only if it is still exactly this.
+    pub identity: FileIdentity,
+    /// Why it is stale, in words ("... is 2 h 05 min old, its holder is gone: pid 4242: ...").
+    pub why: String,
+    /// "2 h 05 min (stale after 1800 s)".
+    pub age: String,
+    /// What it holds, inert and cut short.
+    pub content: String,
+    /// The job's last attempts from the event log, newest last, one line each.
+    pub attempts: Vec<String>,
+    /// The job's last error from the event log, when one is recorded.
+    pub last_error: Option<String>,
 }
 
 /// A decision whose whole effect is its record, with the operator's words: a pause, a
@@ -322,6 +351,49 @@ impl Decision {
                         .into(),
                 ),
             ],
+            Decision::ReleaseMarker(plan) => {
+                let kind = match plan.kind {
+                    super::evidence::MarkerKind::File => "a file",
+                    super::evidence::MarkerKind::Folder => "a folder",
+                };
+                let mut lines = vec![
+                    ("job".into(), plan.job.clone()),
+                    (
+                        "marker".into(),
+                        format!("'{}' ({kind})", plan.path.display()),
+                    ),
+                    ("age".into(), plan.age.clone()),
+                    (
+                        "content".into(),
+                        if plan.content.is_empty() {
+                            "(empty)".to_string()
+                        } else {
+                            format!("'{}'", plan.content)
+                        },
+                    ),
+                    ("why".into(), plan.why.clone()),
+                ];
+                if plan.attempts.is_empty() {
+                    lines.push(("attempts".into(), "none recorded".into()));
+                }
+                for attempt in &plan.attempts {
+                    lines.push(("attempt".into(), attempt.clone()));
+                }
+                lines.push((
+                    "error".into(),
+                    plan.last_error
+                        .clone()
+                        .unwrap_or_else(|| "none recorded".to_string()),
+                ));
+                lines.push((
+                    "check".into(),
+                    "right before removing, it is judged again and must be the same (inode, \
+                     mtime, content); it is renamed aside, checked, then removed (a folder only \
+                     when empty); otherwise nothing is removed"
+                        .into(),
+                ));
+                lines
+            }
             Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
                 let mut lines = vec![(
                     "job".into(),

@@ -289,6 +289,34 @@ pub struct Evidence {
     pub started_before: bool,
     /// What the event log says about this job's runs and restarts.
     pub history: History,
+    /// One reading per declared marker, in the order of the job's `markers:`: empty when the
+    /// marker is not there (nothing gates the job), a fault when it cannot be looked at (a
+    /// link, a named pipe, a folder someone else can change).
+    pub markers: Vec<Reading<MarkerReading>>,
+}
+
+/// What a marker is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerKind {
+    File,
+    /// A folder, as a `mkdir` lock makes.
+    Folder,
+}
+
+/// A marker that exists: what it is, when it was last written, and who holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MarkerReading {
+    pub kind: MarkerKind,
+    pub modified: DateTime<Utc>,
+    /// A file's bytes, or how many entries a folder holds.
+    pub size: u64,
+    /// The holder a PID or a JSON lock in the file names (judged like a lock), or the process
+    /// holding a flock on an empty one; `None` for a bare marker, which no process holds.
+    pub holder: Option<LockHolder>,
+    /// What it holds, for the operator: a file's first characters, a folder's first names;
+    /// inert and cut short.
+    pub content: String,
 }
 
 /// What the event log says about a job, for timeouts, the daily cap and the broken rules.

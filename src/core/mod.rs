@@ -10,6 +10,7 @@ pub mod decision;
 pub mod digest;
 pub mod escalate;
 pub mod evidence;
+pub mod marker;
 pub mod order;
 pub mod text;
 pub mod times;
@@ -22,4 +23,5 @@ pub use evidence::{
     Liveness, LockHolder, LogProgressReading, ManifestReading, MatchedProcess, OperatorNote,
     PendingApproval, Reading, RunExit, TableReading,
 };
+pub use evidence::{MarkerKind, MarkerReading};
 pub use order::{ActionList, order, order_with_rules};

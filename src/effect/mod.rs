@@ -119,6 +119,12 @@ pub fn execute(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
             }
             release::release(plan, &mut store)
         }
+        Decision::ReleaseMarker(plan) => {
+            if let Err(error) = confirm(&mut store, decision) {
+                return error;
+            }
+            release::release_marker(plan, config, &mut store)
+        }
         Decision::Approve(plan) => decide(plan, true, &mut store),
         Decision::Deny(plan) => decide(plan, false, &mut store),
         Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {

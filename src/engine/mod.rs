@@ -214,6 +214,8 @@ const SAMPLES_KEPT: usize = 40;
 pub enum Action {
     Restart,
     Release,
+    /// Remove a stale marker (the first one, from the dashboard).
+    ReleaseMarker,
     Approve,
     Deny,
     Pause,
@@ -227,6 +229,7 @@ impl Action {
         match self {
             Action::Restart => "restart",
             Action::Release => "release",
+            Action::ReleaseMarker => "release marker",
             Action::Approve => "approve",
             Action::Deny => "deny",
             Action::Pause => "pause",
@@ -520,6 +523,7 @@ impl Engine {
                 .propose_restart(job, row, seen, now)
                 .map(Decision::Restart),
             Action::Release => propose_release(job, row, seen).map(Decision::Release),
+            Action::ReleaseMarker => self.propose_marker(id, None, true, now),
             Action::Approve | Action::Deny => {
                 let Some(pending) = seen.pending_approvals.first() else {
                     return Err(format!("no approval is pending for '{id}'"));
@@ -552,6 +556,218 @@ impl Engine {
             ));
         };
         approval_decision(action, id, pending)
+    }
+
+    /// Proposes removing a stale marker of job `id`: the one at `path` (its full path, or its
+    /// file name when that names one marker), else its only stale one — or, with
+    /// `first_stale`, the first of several. Refused, with why, for a marker that is not stale,
+    /// whose holder is alive or unknown, that cannot be looked at, or a folder that is not
+    /// empty. The plan carries what the dialog shows: age, content, the job's last attempts and
+    /// its last error from the event log.
+    pub fn propose_marker(
+        &self,
+        id: &str,
+        path: Option<&Path>,
+        first_stale: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, String> {
+        let snapshot = self.reassess(now);
+        let (Some(job), Some(seen)) = (
+            self.config.jobs.iter().find(|j| j.id == id),
+            snapshot.evidence_of(id),
+        ) else {
+            return Err(format!("no job '{id}' in the jobs file"));
+        };
+        if job.markers.is_empty() {
+            return Err(format!(
+                "'{id}' declares no markers: there is nothing to release (add markers: to the \
+                 job)"
+            ));
+        }
+        let judged = crate::core::marker::judge_markers(job, seen, now);
+        let listed = || {
+            judged
+                .iter()
+                .map(|m| format!("'{}'", m.path.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let chosen = match path {
+            Some(wanted) => {
+                let by_name: Vec<_> = judged
+                    .iter()
+                    .filter(|m| m.path.file_name() == Some(wanted.as_os_str()))
+                    .collect();
+                match judged.iter().find(|m| m.path == wanted) {
+                    Some(found) => found,
+                    None if by_name.len() == 1 => by_name[0],
+                    None => {
+                        return Err(format!(
+                            "'{}' is not a marker of '{id}': its markers are {}",
+                            wanted.display(),
+                            listed()
+                        ));
+                    }
+                }
+            }
+            None => {
+                let stale: Vec<_> = judged
+                    .iter()
+                    .filter(|m| m.state == crate::core::marker::MarkerState::Stale)
+                    .collect();
+                match stale.as_slice() {
+                    [] => {
+                        let words: Vec<&str> = judged.iter().map(|m| m.words.as_str()).collect();
+                        return Err(format!(
+                            "no marker of '{id}' is stale: {}",
+                            words.join("; ")
+                        ));
+                    }
+                    [one] => *one,
+                    [first, ..] if first_stale => *first,
+                    several => {
+                        let named: Vec<String> = several
+                            .iter()
+                            .map(|m| format!("'{}'", m.path.display()))
+                            .collect();
+                        return Err(format!(
+                            "{} markers of '{id}' are stale ({}): name the one to release, \
+                             like mihari release-marker {id} {}",
+                            several.len(),
+                            named.join(", "),
+                            several[0].path.display()
+                        ));
+                    }
+                }
+            }
+        };
+        use crate::core::marker::MarkerState;
+        match chosen.state {
+            MarkerState::Stale => {}
+            MarkerState::Fine if chosen.reading.as_ref().is_some_and(|r| r.holder.is_some()) => {
+                return Err(format!(
+                    "{}: a live holder's marker is never released",
+                    chosen.words
+                ));
+            }
+            MarkerState::Fine => {
+                return Err(format!(
+                    "{}: not stale yet, nothing to release",
+                    chosen.words
+                ));
+            }
+            MarkerState::Absent => return Err(format!("{}: nothing to release", chosen.words)),
+            MarkerState::Unknown | MarkerState::Fault => return Err(chosen.words.clone()),
+        }
+        let (identity, kind) = crate::effect::release::marker_identity(&chosen.path)?;
+        if kind == crate::core::MarkerKind::Folder && identity.len > 0 {
+            let content = chosen
+                .reading
+                .as_ref()
+                .map(|r| r.content.clone())
+                .unwrap_or_default();
+            return Err(format!(
+                "the marker folder '{}' is not empty ({content}): mihari removes a folder only \
+                 when it is empty; look at what is in it first",
+                chosen.path.display()
+            ));
+        }
+        let (attempts, last_error) = self.attempts_of(id);
+        let age = chosen.age_sec.map_or_else(
+            || "unknown".to_string(),
+            |age| {
+                format!(
+                    "{} (stale after {} s)",
+                    crate::core::assess::fmt_secs(age),
+                    chosen.stale_after_sec
+                )
+            },
+        );
+        Ok(Decision::ReleaseMarker(crate::core::decision::MarkerPlan {
+            job: id.to_string(),
+            key: claim_key(
+                id,
+                "release-marker",
+                &format!(
+                    "{}:{}:{}:{}:{}",
+                    chosen.index, identity.dev, identity.ino, identity.mtime_ns, identity.content
+                ),
+            ),
+            path: chosen.path.clone(),
+            index: chosen.index,
+            kind,
+            identity,
+            why: chosen.words.clone(),
+            age,
+            content: chosen
+                .reading
+                .as_ref()
+                .map(|r| r.content.clone())
+                .unwrap_or_default(),
+            attempts,
+            last_error,
+        }))
+    }
+
+    /// The job's last three attempts (spawns, runs and their ends, restarts that failed) and
+    /// its last error, from the event log, in words; nothing when the log cannot be read.
+    fn attempts_of(&self, id: &str) -> (Vec<String>, Option<String>) {
+        use crate::store::Kind;
+        let Some(store) = &self.store else {
+            return (Vec::new(), None);
+        };
+        let filter = crate::store::EventFilter {
+            job: Some(id.to_string()),
+            last: Some(500),
+            ..Default::default()
+        };
+        let Ok(events) = store.events(&filter) else {
+            return (Vec::new(), None);
+        };
+        let attempt_kinds = [
+            Kind::Spawned,
+            Kind::Verified,
+            Kind::Failed,
+            Kind::Started,
+            Kind::Exited,
+            Kind::Abandoned,
+        ];
+        let is = |event: &crate::store::Event, kinds: &[Kind]| {
+            kinds.iter().any(|k| k.as_str() == event.kind)
+        };
+        let line = |event: &crate::store::Event| {
+            format!(
+                "{} {}{}",
+                event.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                event.kind,
+                event
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {}", crate::core::text::inert(r)))
+                    .unwrap_or_default()
+            )
+        };
+        let mut attempts: Vec<String> = events
+            .iter()
+            .filter(|e| is(e, &attempt_kinds))
+            .rev()
+            .take(3)
+            .map(line)
+            .collect();
+        attempts.reverse();
+        let last_error = events
+            .iter()
+            .rev()
+            .find(|e| {
+                e.kind == Kind::Failed.as_str()
+                    || (e.kind == Kind::Exited.as_str()
+                        && !e
+                            .reason
+                            .as_deref()
+                            .is_some_and(|r| crate::core::RunExit::from_words(r, e.at).succeeded()))
+            })
+            .map(line);
+        (attempts, last_error)
     }
 
     fn propose_restart(
@@ -840,6 +1056,20 @@ impl Engine {
                 consider(at);
             }
             if let Some(&seen) = evidence.get(job.id.as_str()) {
+                // A bare marker turns stale by time alone, when it passes stale_after_sec.
+                for (spec, reading) in job.markers.iter().zip(&seen.markers) {
+                    if let Reading::Found(marker) = reading
+                        && marker.holder.is_none()
+                    {
+                        consider(
+                            marker.modified
+                                + Duration::seconds(
+                                    spec.stale_after_sec.min(i64::MAX as u64 / 1000) as i64,
+                                )
+                                + Duration::milliseconds(1),
+                        );
+                    }
+                }
                 let history = &seen.history;
                 let timeouts = &job.timeouts;
                 if row.state == State::ShouldBeRunning
@@ -1060,6 +1290,7 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
     .into_iter()
     .flatten()
     .cloned()
+    .chain(job.markers.iter().map(|marker| marker.path.clone()))
     .collect();
     if let Some(log) = &job.log {
         let mut rotated = log.clone().into_os_string();

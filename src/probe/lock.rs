@@ -370,14 +370,24 @@ pub fn read_lock(path: &Path) -> Reading<LockHolder> {
 /// [`read_lock`] for a lock of another kind (a resource lock, the watch lock), which decides
 /// the rules it is opened by ([`super::safe_open`]).
 pub fn read_lock_as(path: &Path, role: Role) -> Reading<LockHolder> {
+    match super::files::read_small(path, role, LOCK_READ_LIMIT) {
+        Ok(file) => judge_lock_file(file),
+        Err(reading) => super::files::absent(reading),
+    }
+}
+
+/// How much of a lock (or a marker holding one) is read: [`LOCK_READ_LIMIT`].
+pub const READ_LIMIT: u64 = LOCK_READ_LIMIT;
+
+/// Judges a lock file already read (at most [`READ_LIMIT`] bytes and one more): its PID or
+/// JSON, or, when it is empty, the locks on it. A marker holding a lock is judged by this
+/// too, so that it is judged exactly like a lock.
+pub fn judge_lock_file(file: super::files::SmallFile) -> Reading<LockHolder> {
     let super::files::SmallFile {
         meta,
         modified,
         bytes,
-    } = match super::files::read_small(path, role, LOCK_READ_LIMIT) {
-        Ok(file) => file,
-        Err(reading) => return super::files::absent(reading),
-    };
+    } = file;
     if bytes.len() as u64 > LOCK_READ_LIMIT {
         return Reading::Found(LockHolder {
             pid: None,

@@ -8,9 +8,11 @@
 pub mod checks;
 pub mod count;
 pub mod files;
+pub mod inspect;
 pub mod lock;
 pub mod log_progress;
 pub mod manifest;
+pub mod marker;
 pub mod proc;
 pub mod procscan;
 pub mod rotation;
@@ -102,6 +104,11 @@ impl Prober {
             pending_approvals: Vec::new(),
             started_before: false,
             history: Default::default(),
+            markers: job
+                .markers
+                .iter()
+                .map(|marker| marker::read_marker(&marker.path))
+                .collect(),
         }
     }
 }

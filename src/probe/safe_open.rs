@@ -48,6 +48,9 @@ pub enum Role {
     /// `state_dir/<id>.run.lock`, the lock `mihari run` keeps for a job declared by
     /// `process` alone: mihari's own file, judged as strictly as the watch lock.
     KeptLock,
+    /// One of a job's `markers`: a file or a folder that gates its work, judged like a lock
+    /// (its holder decides a release), and removed by `release-marker`.
+    Marker,
 }
 
 impl Role {
@@ -60,6 +63,7 @@ impl Role {
             Role::Progress => "progress_file",
             Role::Manifest => "manifest",
             Role::WatchLock | Role::KeptLock => "settings.state_dir",
+            Role::Marker => "markers.path",
         }
     }
 
@@ -73,6 +77,7 @@ impl Role {
             Role::Manifest => "manifest",
             Role::WatchLock => "watch lock",
             Role::KeptLock => "run lock",
+            Role::Marker => "marker",
         }
     }
 
@@ -86,7 +91,10 @@ impl Role {
     /// The files whose content decides a restart or a release are judged by their folder even
     /// to be read: a lock planted by a neighbour must not make a live job look dead.
     fn folder_matters_to_read(self) -> bool {
-        matches!(self, Role::Lock | Role::WatchLock | Role::KeptLock)
+        matches!(
+            self,
+            Role::Lock | Role::WatchLock | Role::KeptLock | Role::Marker
+        )
     }
 
     /// What to do instead, said at the end of a refusal.
@@ -493,6 +501,59 @@ impl Entry {
         )))
     }
 
+    /// What the name is, without following a link at it: a marker may be a folder (a `mkdir`
+    /// lock), which [`Entry::open_read`] refuses. `Missing` when nothing is there.
+    pub fn stat_nofollow(&self) -> Result<nix::sys::stat::FileStat, OpenError> {
+        match nix::sys::stat::fstatat(
+            &self.folder,
+            self.name.as_os_str(),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(stat) => Ok(stat),
+            Err(Errno::ENOENT) => Err(OpenError::Missing),
+            Err(errno) => Err(os_error(&self.path, self.role, Purpose::Read, errno)),
+        }
+    }
+
+    /// The names in the folder this name is (a folder marker), at most `limit` of them, and
+    /// how many there are in all; opened through the folder held, never through a link.
+    pub fn folder_names(&self, limit: usize) -> Result<(Vec<String>, u64), OpenError> {
+        let dir = nix::dir::Dir::openat(
+            &self.folder,
+            self.name.as_os_str(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| match errno {
+            Errno::ENOENT => OpenError::Missing,
+            errno => os_error(&self.path, self.role, Purpose::Read, errno),
+        })?;
+        let mut names = Vec::new();
+        let mut count = 0;
+        for entry in dir.into_iter().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                continue;
+            }
+            count += 1;
+            if names.len() < limit {
+                names.push(name);
+            }
+        }
+        Ok((names, count))
+    }
+
+    /// Removes the name when it is an empty folder (`rmdir`); a folder with anything in it is
+    /// left as it is (`ENOTEMPTY`).
+    pub fn remove_folder(&self) -> io::Result<()> {
+        nix::unistd::unlinkat(
+            &self.folder,
+            self.name.as_os_str(),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        )
+        .map_err(io::Error::from)
+    }
+
     /// Whether the name still names `file` (same device and inode), without following a link.
     pub fn names(&self, file: &File) -> bool {
         let Ok(ours) = file.metadata() else {
@@ -568,7 +629,7 @@ impl Entry {
 }
 
 /// The refusal of a link, a named pipe, a directory or a device at `path`.
-fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
+pub(crate) fn not_regular(path: &Path, role: Role, mode: u32) -> OpenError {
     let what = kind_words(mode);
     if mode & libc::S_IFMT == libc::S_IFLNK {
         return OpenError::Refused(match role {

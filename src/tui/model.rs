@@ -1070,7 +1070,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             model.status = Some("gathering every job's evidence again".to_string());
             return Some(Command::Refresh);
         }
-        KeyCode::Char(c @ ('r' | 'x' | 'a')) => {
+        KeyCode::Char(c @ ('r' | 'x' | 'M' | 'a')) => {
             let Some(job) = model.selected.clone() else {
                 model.status = Some("select a job first".to_string());
                 return None;
@@ -1090,6 +1090,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             let action = match c {
                 'r' => Action::Restart,
                 'x' => Action::Release,
+                'M' => Action::ReleaseMarker,
                 _ => Action::Approve,
             };
             return Some(Command::Propose { action, job });

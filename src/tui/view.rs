@@ -718,6 +718,40 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         );
     }
 
+    if let Some(evidence) = evidence
+        && !job.markers.is_empty()
+    {
+        out.push(Line::styled("Markers", theme.heading()));
+        for marker in crate::core::marker::judge_markers(job, evidence, model.now) {
+            use crate::core::marker::MarkerState;
+            let (mark, style) = match marker.state {
+                MarkerState::Absent => ("·", theme.dim()),
+                MarkerState::Fine => ("✔", theme.good()),
+                MarkerState::Stale => ("✖", theme.warning()),
+                MarkerState::Unknown | MarkerState::Fault => ("?", theme.warning()),
+            };
+            let release = if marker.state == MarkerState::Stale {
+                " (M releases it)"
+            } else {
+                ""
+            };
+            text(
+                format!("  {mark} {}{release}", marker.words),
+                style,
+                &mut out,
+            );
+            if let Some(reading) = &marker.reading
+                && !reading.content.is_empty()
+            {
+                text(
+                    format!("      holds '{}'", reading.content),
+                    theme.dim(),
+                    &mut out,
+                );
+            }
+        }
+    }
+
     out.push(Line::styled("Restart policy", theme.heading()));
     if job.auto_restart {
         text(
@@ -1313,7 +1347,7 @@ fn status_line(model: &Model, frame: &mut Frame, area: Rect) {
 }
 
 /// Every key, as `?` shows it.
-pub const KEYS: [(&str, &str); 19] = [
+pub const KEYS: [(&str, &str); 20] = [
     ("↑ ↓  j k", "move the selection, or scroll the detail"),
     ("PgUp PgDn", "a page up or down"),
     ("g G  Home End", "first or last"),
@@ -1334,6 +1368,7 @@ pub const KEYS: [(&str, &str); 19] = [
         "x",
         "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
     ),
+    ("M", "release a stale marker (STALE): a dialog"),
     (
         "a",
         "approve or deny a pending step (choose one of several)",

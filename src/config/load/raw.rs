@@ -79,6 +79,15 @@ pub(super) struct RawJob {
     pub restart: Option<RawRestart>,
     pub checks: Option<Vec<Spanned<RawCheck>>>,
     pub timeouts: Option<RawTimeouts>,
+    pub markers: Option<Vec<Spanned<RawMarker>>>,
+}
+
+/// One of `markers:`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMarker {
+    pub path: Option<Spanned<String>>,
+    pub stale_after_sec: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

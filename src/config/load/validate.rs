@@ -17,12 +17,12 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
-    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawLogProgress, RawProcess, RawProgressTable,
-    RawRestart, RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
+    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawLogProgress, RawMarker, RawProcess,
+    RawProgressTable, RawRestart, RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
 };
 use crate::config::{
-    CheckSpec, Config, JobSpec, LogProgress, Predicate, ProcessSpec, ProcessUser, ProgressTable,
-    RestartSpec, Route, Settings, TimeUnit, TimeZoneName, Timeouts,
+    CheckSpec, Config, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec, ProcessUser,
+    ProgressTable, RestartSpec, Route, Settings, TimeUnit, TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -376,7 +376,7 @@ fn spanning(at: Pos, shown: &str) -> Pos {
 }
 
 /// `[a-z0-9][a-z0-9_-]{0,63}`: ids name jobs on the command line, in events and in keys.
-fn is_valid_id(id: &str) -> bool {
+pub(crate) fn is_valid_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 64
@@ -387,7 +387,7 @@ fn is_valid_id(id: &str) -> bool {
 }
 
 /// A valid id close to an invalid one, to show what would be accepted.
-fn suggest_id(id: &str) -> Option<String> {
+pub(crate) fn suggest_id(id: &str) -> Option<String> {
     let mut out = String::new();
     for c in id.trim().chars() {
         let c = c.to_ascii_lowercase();
@@ -653,6 +653,7 @@ fn job(
 
     let checks = checks(raw.checks.unwrap_or_default(), src, &the_job)?;
     let timeouts = timeouts(raw.timeouts, src)?;
+    let markers = markers(raw.markers.unwrap_or_default(), paths, &the_job)?;
 
     Ok(JobSpec {
         id: job_id,
@@ -678,6 +679,7 @@ fn job(
         checks,
         timeouts,
         stall_never,
+        markers,
     })
 }
 
@@ -1184,6 +1186,63 @@ fn checks(
         });
     }
     Ok(checks)
+}
+
+/// `markers:`: each a path (resolved like every path) and a positive `stale_after_sec`, no
+/// path twice in one job. The age is required: a bare marker with no age limit would never
+/// be judged stale, a silent hole.
+fn markers(
+    raw: Vec<Spanned<RawMarker>>,
+    paths: &Paths<'_>,
+    the_job: &str,
+) -> Result<Vec<MarkerSpec>, ConfigError> {
+    let src = paths.src;
+    let mut first_line: HashMap<PathBuf, u64> = HashMap::new();
+    let mut markers = Vec::with_capacity(raw.len());
+    for raw_marker in raw {
+        let at = Pos::of(&raw_marker);
+        let raw_marker = raw_marker.value;
+        let Some(raw_path) = &raw_marker.path else {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "a marker of {the_job} has no path (the marker starting at {}): add \
+                     'path:', the file or folder that gates the job's work, like \
+                     {{ path: /data/run/.resumed, stale_after_sec: 1800 }}",
+                    src.quote_at(at)
+                ),
+            ));
+        };
+        let path = paths.resolve(raw_path, "markers.path")?;
+        let Some(stale) = &raw_marker.stale_after_sec else {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "marker {} of {the_job} lacks stale_after_sec: how old the marker may get \
+                     with no live holder before it is stale, in seconds, like \
+                     stale_after_sec: 1800",
+                    quote(&raw_path.value)
+                ),
+            ));
+        };
+        let stale_after_sec = positive(src, stale, "markers.stale_after_sec")?;
+        if let Some(line) = first_line.get(&path) {
+            return Err(src.refuse(
+                Pos::of(raw_path),
+                format!(
+                    "marker {} is repeated in {the_job} (first at line {line}): list each \
+                     marker once",
+                    quote(&raw_path.value)
+                ),
+            ));
+        }
+        first_line.insert(path.clone(), Pos::of(raw_path).line);
+        markers.push(MarkerSpec {
+            path,
+            stale_after_sec,
+        });
+    }
+    Ok(markers)
 }
 
 fn timeouts(raw: Option<RawTimeouts>, src: &Source<'_>) -> Result<Timeouts, ConfigError> {

@@ -1,0 +1,368 @@
+//! `mihari adopt PID` on real processes (issue 11, item 4): a Python job with an argv full of
+//! spaces, quotes, '#', ': ' and unicode whose output goes to a file, a bash loop started with
+//! nohup, a job that prints to /dev/null and a pipe, a PID that is gone, and a root process
+//! another (real, unprivileged) user may not inspect. The stanza is appended to a jobs file as
+//! it is: the real loader takes it, and `check` finds exactly that process RUNNING by its pid,
+//! not its sibling started with another argument.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mihari");
+const PYTHON: &str = "/usr/bin/python3";
+/// A loop that prints once a second and never ends by itself.
+const LOOP: &str =
+    "import sys, time\nwhile True:\n    print('tick', sys.argv[1:], flush=True)\n    time.sleep(1)";
+
+/// Processes killed when the test ends, passed or not.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Kills a process by its PID when dropped (one not started by this test as a `Child`).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0 as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+fn adopt(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("adopt")
+        .args(args)
+        .env_remove("MIHARI_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mihari adopt")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Waits until `path` holds something: the process is up and writing.
+fn wait_for_output(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "'{}' stayed empty",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until process `pid` runs `program` (a fork has exec'ed).
+fn wait_for_exec(pid: u32, program: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if text(&cmdline).starts_with(program) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} never ran {program}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A jobs file holding `stanza` as `mihari adopt` printed it, under `jobs:`.
+fn jobs_file(dir: &Path, stanza: &str) -> PathBuf {
+    let path = dir.join("jobs.yaml");
+    let text = format!(
+        "settings:\n  state_dir: '{}'\njobs:\n{stanza}",
+        dir.join("state").display()
+    );
+    fs::write(&path, text).expect("write the jobs file");
+    path
+}
+
+fn check_row(config: &Path, id: &str) -> Value {
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(["check", "--json"])
+        .output()
+        .expect("run check");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check --json printed no JSON ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    report["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|row| row["id"] == id)
+        .unwrap_or_else(|| panic!("no row '{id}': {report:#}"))
+        .clone()
+}
+
+/// Starts the Python loop with `args` in `cwd`, both outputs into `log`.
+fn python_loop(cwd: &Path, args: &[&str], log: &Path) -> Child {
+    let file = fs::File::create(log).expect("create the log");
+    Command::new(PYTHON)
+        .arg("-c")
+        .arg(LOOP)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .spawn()
+        .expect("start python3")
+}
+
+#[test]
+fn a_python_job_with_a_hard_argv_is_adopted_as_it_runs_and_found_running_by_its_pid() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("work dir #1: ünï");
+    fs::create_dir(&dir).unwrap();
+    let args = [
+        "a b",
+        "it's \"quoted\"",
+        "#not-a-comment",
+        "key: value",
+        "ünïcødé ✓ 日本",
+        "--lr=0.1",
+        "back\\slash",
+        "tab\there",
+    ];
+    let log = dir.join("run log #1.txt");
+    // Siblings: one argument different, and the same argv with one more at the end (an
+    // unanchored pattern would match it).
+    let mut other_arg = args.to_vec();
+    other_arg[5] = "--lr=0.2";
+    let mut one_more = args.to_vec();
+    one_more.push("--resume");
+    let procs = Procs(vec![
+        python_loop(&dir, &args, &log),
+        python_loop(&dir, &other_arg, &dir.join("sibling1.txt")),
+        python_loop(&dir, &one_more, &dir.join("sibling2.txt")),
+    ]);
+    let pid = procs.0[0].id();
+    for file in [
+        log.clone(),
+        dir.join("sibling1.txt"),
+        dir.join("sibling2.txt"),
+    ] {
+        wait_for_output(&file);
+    }
+
+    let out = adopt(&[&pid.to_string()]);
+    let stanza = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stanza}{}", text(&out.stderr));
+    for decide in ["should_run_when", "stall_sec", "auto_restart"] {
+        assert!(stanza.contains("DECIDE: "), "{stanza}");
+        assert!(stanza.contains(decide), "no {decide} in:\n{stanza}");
+    }
+    assert!(stanza.contains("environment is not copied"), "{stanza}");
+
+    let config_path = jobs_file(parent.path(), &stanza);
+    let config = mihari::config::load(&config_path)
+        .unwrap_or_else(|e| panic!("the stanza does not load: {e}\n{stanza}"));
+    let job = &config.jobs[0];
+    assert_eq!(
+        job.id, "python3",
+        "a '-c' program is named after the runner"
+    );
+    let restart = job.restart.as_ref().expect("restart");
+    let mut argv = vec![PYTHON.to_string(), "-c".to_string(), LOOP.to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    assert_eq!(restart.command.as_ref(), Some(&argv), "{stanza}");
+    assert_eq!(restart.cwd.as_deref(), Some(dir.as_path()), "{stanza}");
+    assert_eq!(job.log.as_deref(), Some(log.as_path()), "{stanza}");
+    let process = job.process.as_ref().expect("process");
+    assert!(process.cmdline.starts_with('^') && process.cmdline.ends_with('$'));
+
+    // The real check: exactly this process, by its pid — its sibling with another argument
+    // does not match (two matches would be UNKNOWN).
+    let row = check_row(&config_path, "python3");
+    assert_eq!(row["state"], "RUNNING", "{row:#}\n{stanza}");
+    assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
+    assert_eq!(row["progress_source"], "log", "{row:#}");
+    drop(procs);
+}
+
+#[test]
+fn a_bash_loop_started_with_nohup_is_adopted_with_its_stdout_file_and_its_stderr_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Command::new("bash")
+        .arg("-c")
+        .arg(
+            "nohup bash -c 'while true; do echo tick; sleep 1; done' > out.log 2> err.log \
+             < /dev/null & echo $!",
+        )
+        .current_dir(dir.path())
+        .output()
+        .expect("start the loop");
+    let pid: u32 = text(&started.stdout).trim().parse().expect("its pid");
+    let _kill = KillOnDrop(pid);
+    wait_for_exec(pid, "bash");
+    wait_for_output(&dir.path().join("out.log"));
+
+    let out = adopt(&[&pid.to_string(), "--id", "ticker"]);
+    let stanza = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stanza}{}", text(&out.stderr));
+    assert!(
+        stanza.contains("err.log"),
+        "its stderr file is named:\n{stanza}"
+    );
+    let config_path = jobs_file(dir.path(), &stanza);
+    let config = mihari::config::load(&config_path)
+        .unwrap_or_else(|e| panic!("the stanza does not load: {e}\n{stanza}"));
+    assert_eq!(config.jobs[0].id, "ticker");
+    assert_eq!(
+        config.jobs[0].log.as_deref(),
+        Some(dir.path().join("out.log").as_path())
+    );
+    let row = check_row(&config_path, "ticker");
+    assert_eq!(row["state"], "RUNNING", "{row:#}\n{stanza}");
+    assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
+}
+
+#[test]
+fn a_job_that_prints_to_dev_null_and_a_pipe_gets_a_log_to_come_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let procs = Procs(vec![
+        Command::new(PYTHON)
+            .args(["-c", LOOP, "quiet"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start python3"),
+    ]);
+    let pid = procs.0[0].id();
+    wait_for_exec(pid, PYTHON);
+    let out = adopt(&[&pid.to_string()]);
+    let stanza = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stanza}{}", text(&out.stderr));
+    assert!(stanza.contains("/dev/null"), "{stanza}");
+    assert!(stanza.contains("a pipe"), "{stanza}");
+    assert!(stanza.contains("no file holds what it prints"), "{stanza}");
+    let config_path = jobs_file(dir.path(), &stanza);
+    let config = mihari::config::load(&config_path)
+        .unwrap_or_else(|e| panic!("the stanza does not load: {e}\n{stanza}"));
+    assert_eq!(
+        config.jobs[0].log.as_deref(),
+        Some(dir.path().join("python3.log").as_path())
+    );
+    let row = check_row(&config_path, "python3");
+    assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
+}
+
+#[test]
+fn a_pid_that_is_gone_is_refused_with_what_to_do() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let out = adopt(&[&pid.to_string()]);
+    assert_eq!(out.status.code(), Some(66), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!("no process {pid} is running")),
+        "{said}"
+    );
+    assert!(said.contains("pgrep"), "{said}");
+    assert!(out.stdout.is_empty(), "nothing printed on stdout");
+}
+
+#[test]
+fn an_id_that_is_not_an_id_is_refused() {
+    let out = adopt(&[&std::process::id().to_string(), "--id", "Train Job"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("'train_job'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The uid of the unprivileged test user, created when missing (exit 9 from a parallel
+/// test's useradd means it exists); `None`, with a message, where users cannot be created.
+fn other_user() -> Option<u32> {
+    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
+    if lookup().is_none() {
+        let status = Command::new("useradd")
+            .args(["--system", "--no-create-home", "mihari-other"])
+            .status();
+        match status {
+            Ok(status) if status.success() || matches!(status.code(), Some(9 | 10)) => {}
+            other => {
+                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
+                return None;
+            }
+        }
+    }
+    for _ in 0..50 {
+        if let Some(user) = lookup() {
+            return Some(user.uid.as_raw());
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn another_user_may_not_adopt_a_root_process_and_is_told_to_use_sudo() {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: starting a root process for another user to look at needs root");
+        return;
+    }
+    let Some(uid) = other_user() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("root.log");
+    let procs = Procs(vec![python_loop(dir.path(), &["root's"], &log)]);
+    let pid = procs.0[0].id();
+    wait_for_output(&log);
+    let out = Command::new(BIN)
+        .args(["adopt", &pid.to_string()])
+        .env_remove("MIHARI_CONFIG")
+        .env("HOME", "/nonexistent")
+        .current_dir("/")
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run adopt as mihari-other");
+    let said = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{said}{}", text(&out.stdout));
+    assert!(
+        said.contains(&format!("cannot inspect process {pid}")),
+        "{said}"
+    );
+    assert!(said.contains("'root'"), "{said}");
+    assert!(said.contains(&format!("sudo mihari adopt {pid}")), "{said}");
+    assert!(
+        out.stdout.is_empty(),
+        "no half stanza: {}",
+        text(&out.stdout)
+    );
+}
