@@ -88,6 +88,10 @@ pub struct Live {
     /// The jobs declared by `process`, and when they are scanned for again.
     process_jobs: Vec<String>,
     next_process_poll: Option<DateTime<Utc>>,
+    /// The engine's next deadline for the snapshot judged at this moment: asked on every
+    /// wake-up, found by a walk over every job, and unchanged until the next judgment or a
+    /// check handed out.
+    engine_deadline: Option<(DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
 impl Live {
@@ -107,6 +111,7 @@ impl Live {
             next_holder_poll: None,
             unwatched: Vec::new(),
             next_folder_poll: None,
+            engine_deadline: None,
         })
     }
 
@@ -114,6 +119,24 @@ impl Live {
     pub fn start(&mut self, now: DateTime<Utc>) -> Snapshot {
         let mut snapshot = self.engine.refresh(None, now);
         self.follow();
+        self.mark(&mut snapshot);
+        snapshot
+    }
+
+    /// Gathers everything once, following nothing yet: the dashboard's first screen, drawn
+    /// before the watches and holder waits of a large farm are set up. [`Live::settle`] must
+    /// follow it.
+    pub fn first_look(&mut self, now: DateTime<Utc>) -> Snapshot {
+        self.engine.refresh(None, now)
+    }
+
+    /// Starts following everything after [`Live::first_look`], then gathers everything again:
+    /// what changed between the first look and the watches being in place would otherwise go
+    /// unseen until it changed once more.
+    pub fn settle(&mut self, now: DateTime<Utc>) -> Snapshot {
+        self.follow();
+        let mut snapshot = self.engine.refresh(None, now);
+        self.follow_holders();
         self.mark(&mut snapshot);
         snapshot
     }
@@ -142,6 +165,12 @@ impl Live {
         paths.extend(self.store_paths.iter().cloned());
         paths.push(self.engine.watch_lock_path());
         self.unwatched = self.triggers.watch_paths(&paths);
+        self.follow_holders();
+    }
+
+    /// Waits on the holders seen by the last gather: the paths to watch change only with the
+    /// folders (a folder event says so) or the jobs file, the holders with every gather.
+    fn follow_holders(&mut self) {
         self.unpolled = self.triggers.watch_holders(&self.engine.live_holders());
         if self.unpolled.is_empty() {
             self.next_holder_poll = None;
@@ -206,6 +235,7 @@ impl Live {
         if !arrivals.any() && !deadline_reached {
             return None;
         }
+        self.engine_deadline = None;
         if !arrivals.checks.is_empty() {
             self.engine
                 .record_checks(std::mem::take(&mut arrivals.checks));
@@ -220,7 +250,13 @@ impl Live {
         if arrivals.everything || !arrivals.touched.is_empty() {
             let only = (!arrivals.everything).then_some(&arrivals.touched);
             snapshot = Some(self.engine.refresh(only, now));
-            self.follow();
+            // Lost events, or a folder that may have appeared or gone: watch again. A file
+            // of a job that changed moves no watch; only its holder may have changed.
+            if arrivals.everything || arrivals.folders_moved {
+                self.follow();
+            } else {
+                self.follow_holders();
+            }
         }
         let mut snapshot = snapshot.unwrap_or_else(|| self.engine.reassess(now));
         self.mark(&mut snapshot);
@@ -229,7 +265,11 @@ impl Live {
 
     /// The checks due now, handed out to run in the background.
     pub fn take_due_checks(&mut self, now: DateTime<Utc>) -> Vec<DueCheck> {
-        self.engine.take_due_checks(now)
+        let due = self.engine.take_due_checks(now);
+        if !due.is_empty() {
+            self.engine_deadline = None;
+        }
+        due
     }
 
     /// The next moment anything can change by time alone: a stall or timeout deadline, a
@@ -244,8 +284,16 @@ impl Live {
         if !self.process_jobs.is_empty() && self.next_process_poll.is_none() {
             self.next_process_poll = Some(now + PROCESS_POLL);
         }
+        let engine = match self.engine_deadline {
+            Some((judged, at)) if judged == snapshot.generated_at => at,
+            _ => {
+                let at = self.engine.next_deadline(snapshot);
+                self.engine_deadline = Some((snapshot.generated_at, at));
+                at
+            }
+        };
         [
-            self.engine.next_deadline(snapshot),
+            engine,
             self.next_holder_poll,
             self.next_folder_poll,
             self.next_process_poll,

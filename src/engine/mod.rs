@@ -200,6 +200,9 @@ pub struct Engine {
     store_writes_failing: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
+    /// Which jobs each declared path belongs to (by position in the jobs file): a file event
+    /// names a path, and looking it up must not cost a walk over every job of a farm.
+    paths: HashMap<PathBuf, Vec<usize>>,
 }
 
 /// What the operator asks for on a job.
@@ -232,7 +235,9 @@ impl Action {
 impl Engine {
     pub fn new(config: Config) -> Self {
         let opened = open_store(&config.settings.state_dir);
+        let paths = path_index(&config.jobs);
         Engine {
+            paths,
             config,
             prober: Prober::new(),
             checks: HashMap::new(),
@@ -643,19 +648,18 @@ impl Engine {
     /// databases with their journals, manifests. Watch their folders, not the files, so
     /// rotation and atomic replace are followed.
     pub fn watched_paths(&self) -> Vec<PathBuf> {
-        let mut paths = BTreeSet::new();
-        for job in &self.config.jobs {
-            paths.extend(job_paths(job));
-        }
-        paths.into_iter().collect()
+        let mut paths: Vec<PathBuf> = self.paths.keys().cloned().collect();
+        paths.sort();
+        paths
     }
 
-    /// The jobs a changed path belongs to.
+    /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.
     pub fn jobs_touching(&self, path: &Path) -> Vec<String> {
-        self.config
-            .jobs
-            .iter()
-            .filter(|job| job_paths(job).iter().any(|p| p == path))
+        self.paths
+            .get(path)
+            .into_iter()
+            .flatten()
+            .filter_map(|&at| self.config.jobs.get(at))
             .map(|job| job.id.clone())
             .collect()
     }
@@ -1003,6 +1007,20 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// Which jobs (by position) declare each path of [`job_paths`].
+fn path_index(jobs: &[JobSpec]) -> HashMap<PathBuf, Vec<usize>> {
+    let mut index: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+    for (at, job) in jobs.iter().enumerate() {
+        for path in job_paths(job) {
+            let owners = index.entry(path).or_default();
+            if owners.last() != Some(&at) {
+                owners.push(at);
+            }
+        }
+    }
+    index
 }
 
 /// Checks run in the job's `restart.cwd`, else in the jobs file's folder.
