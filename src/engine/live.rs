@@ -14,8 +14,10 @@ use std::path::PathBuf;
 use chrono::{DateTime, Duration, Utc};
 
 use super::triggers::{Sink, Trigger, Triggers};
-use super::{CheckResultFor, DueCheck, Engine, Snapshot};
-use crate::config::Config;
+use super::{CheckResultFor, ConfigChange, DueCheck, Engine, Snapshot};
+use crate::config::{Config, ConfigError};
+use crate::core::text::inert;
+use crate::store::{Kind, NewEvent};
 
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: Duration = Duration::seconds(5);
@@ -59,15 +61,26 @@ pub struct Arrivals {
     everything: bool,
     store: bool,
     folders_moved: bool,
+    /// The jobs file was saved (or SIGHUP asked for it): load it again.
+    config: bool,
+    /// SIGHUP asked for it: the load is recorded even when nothing changed.
+    config_asked: bool,
     checks: Vec<CheckResultFor>,
 }
 
 impl Arrivals {
+    /// Asks for the jobs file to be loaded again (SIGHUP), whether or not it changed.
+    pub fn reload(&mut self) {
+        self.config = true;
+        self.config_asked = true;
+    }
+
     /// Whether anything arrived that calls for a new snapshot.
     pub fn any(&self) -> bool {
         self.everything
             || self.store
             || self.folders_moved
+            || self.config
             || !self.touched.is_empty()
             || !self.checks.is_empty()
     }
@@ -92,11 +105,56 @@ pub struct Live {
     /// wake-up, found by a walk over every job, and unchanged until the next judgment or a
     /// check handed out.
     engine_deadline: Option<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// The jobs file, as given: followed through its folder, so a save by rename (vim,
+    /// `sed -i`) and one in place are both seen.
+    source: PathBuf,
+    /// What each load of the jobs file since the last look came to, for the caller to
+    /// record and show.
+    reloads: Vec<Reload>,
+    /// The refusal last reported, so one save seen twice is reported once.
+    last_refusal: Option<ConfigError>,
+}
+
+/// What loading the jobs file again came to.
+#[derive(Debug, Clone)]
+pub enum Reload {
+    /// It loaded and is in force; what changed.
+    Loaded(ConfigChange),
+    /// It was refused; the last good file stays in force.
+    Refused(ConfigError),
+}
+
+impl Reload {
+    /// The event that records it: `config-reloaded` with the jobs added and removed, or
+    /// `config-refused` with file:line:col and why.
+    pub fn event(&self, jobs: usize) -> NewEvent {
+        match self {
+            Reload::Loaded(change) => {
+                NewEvent::new(Kind::ConfigReloaded).reason(change.words(jobs))
+            }
+            Reload::Refused(error) => {
+                let name = error
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let at = match error.position {
+                    Some((line, column)) => format!("{name}:{line}:{column}"),
+                    None => name,
+                };
+                NewEvent::new(Kind::ConfigRefused).reason(inert(&format!(
+                    "{at}: {}; still watching the last good file",
+                    error.summary()
+                )))
+            }
+        }
+    }
 }
 
 impl Live {
     /// Starts the event sources for `config`; their reports go to `sink`.
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
+        let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
         let engine = Engine::new(config);
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
@@ -112,6 +170,9 @@ impl Live {
             unwatched: Vec::new(),
             next_folder_poll: None,
             engine_deadline: None,
+            source,
+            reloads: Vec::new(),
+            last_refusal: None,
         })
     }
 
@@ -164,6 +225,7 @@ impl Live {
         let mut paths = self.engine.watched_paths();
         paths.extend(self.store_paths.iter().cloned());
         paths.push(self.engine.watch_lock_path());
+        paths.push(self.source.clone());
         self.unwatched = self.triggers.watch_paths(&paths);
         self.follow_holders();
     }
@@ -183,6 +245,10 @@ impl Live {
             Trigger::Changed(path) if self.store_paths.contains(&path) => arrivals.store = true,
             Trigger::Changed(path) if path == self.engine.watch_lock_path() => {
                 arrivals.store = true
+            }
+            Trigger::Changed(path) if path == self.source => {
+                arrivals.config = true;
+                arrivals.touched.extend(self.engine.jobs_touching(&path));
             }
             Trigger::Changed(path) => {
                 let jobs = self.engine.jobs_touching(&path);
@@ -240,6 +306,25 @@ impl Live {
             self.engine
                 .record_checks(std::mem::take(&mut arrivals.checks));
         }
+        if arrivals.config {
+            match self.reload(arrivals.config_asked) {
+                Some(change) if change.everything => arrivals.everything = true,
+                Some(change) => {
+                    arrivals.touched.extend(change.to_gather());
+                    // New files to follow, or some to follow no more.
+                    if !(change.added.is_empty()
+                        && change.removed.is_empty()
+                        && change.changed.is_empty())
+                    {
+                        arrivals.folders_moved = true;
+                    }
+                    if arrivals.touched.is_empty() && !arrivals.everything {
+                        arrivals.store = true;
+                    }
+                }
+                None => arrivals.store = true,
+            }
+        }
         if arrivals.folders_moved {
             self.follow();
         }
@@ -261,6 +346,44 @@ impl Live {
         let mut snapshot = snapshot.unwrap_or_else(|| self.engine.reassess(now));
         self.mark(&mut snapshot);
         Some(snapshot)
+    }
+
+    /// Loads the jobs file again. A file that loads is put in force (what the jobs it keeps
+    /// unchanged have gathered is kept); one that is refused leaves the last good one in
+    /// force and says so on every snapshot until a save loads. The outcome is kept for
+    /// [`Live::take_reloads`]; the change is returned when the file loaded.
+    fn reload(&mut self, asked: bool) -> Option<ConfigChange> {
+        match crate::config::load(&self.engine.config().source.clone()) {
+            Ok(config) => {
+                // An editor's save makes several events; only a load that changes something
+                // (or one SIGHUP asked for, or one that ends a refusal) is news.
+                let same = config == *self.engine.config();
+                let refused = self.last_refusal.take().is_some();
+                let change = self.engine.replace_config(config);
+                self.store_paths = self.engine.store_paths().into_iter().collect();
+                self.process_jobs = self.engine.process_jobs();
+                if !same || asked || refused {
+                    self.reloads.push(Reload::Loaded(change.clone()));
+                }
+                Some(change)
+            }
+            Err(error) => {
+                // The same refusal seen again (an editor's second event of one save) is one
+                // refusal.
+                let repeated = self.last_refusal.as_ref() == Some(&error);
+                self.engine.refuse_config(&error);
+                if !repeated || asked {
+                    self.reloads.push(Reload::Refused(error.clone()));
+                }
+                self.last_refusal = Some(error);
+                None
+            }
+        }
+    }
+
+    /// What each load of the jobs file came to since the last call, oldest first.
+    pub fn take_reloads(&mut self) -> Vec<Reload> {
+        std::mem::take(&mut self.reloads)
     }
 
     /// The checks due now, handed out to run in the background.

@@ -28,7 +28,7 @@ use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
 use crate::engine::CheckResultFor;
-use crate::engine::live::{Arrivals, Live, next_batch};
+use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::probe::tail::tail_lines;
 use crate::store::{Actor, EventFilter};
@@ -248,6 +248,14 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             model.snapshot = None;
         }
         let applied = live.apply(arrivals, reached, now);
+        for reload in live.take_reloads() {
+            commands.push(update(&mut model, reload_message(&live, &reload)));
+            if matches!(reload, Reload::Loaded(_)) {
+                let jobs = live.engine.config().jobs.clone();
+                commands.push(update(&mut model, Msg::Jobs(jobs)));
+            }
+            record_reload(&live, &reload);
+        }
         if let Some(fresh) = applied {
             report_unwatched(&live, &mut model);
             // Escalations, as the watcher sees them: the bell and the banner, once each.
@@ -282,6 +290,33 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
         }
         start_due_checks(&mut live, &sender, now);
         commands.push(update(&mut model, Msg::Tick(now)));
+    }
+}
+
+/// The status line's words for a load of the jobs file.
+fn reload_message(live: &Live, reload: &Reload) -> Msg {
+    let jobs = live.engine.config().jobs.len();
+    Msg::Status(match reload {
+        Reload::Loaded(change) => format!("jobs file loaded again: {}", change.words(jobs)),
+        Reload::Refused(error) => crate::core::text::inert(&format!(
+            "{error}; still watching the last good file: fix it and save again"
+        ))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string(),
+    })
+}
+
+/// Records a load of the jobs file in the event log, unless a live watcher follows the same
+/// file and records it itself (one event per save, not one per process watching).
+fn record_reload(live: &Live, reload: &Reload) {
+    if live.engine.watcher_pid().is_some() {
+        return;
+    }
+    let config = live.engine.config();
+    if let Ok(mut store) = crate::store::Store::open(&config.settings.state_dir, Actor::Operator) {
+        let _ = store.append(reload.event(config.jobs.len()));
     }
 }
 
