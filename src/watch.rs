@@ -29,7 +29,7 @@ use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::textfile::Textfile;
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
-use crate::engine::live::{Arrivals, Live, next_batch};
+use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::render::{prometheus, status_code};
@@ -191,6 +191,15 @@ impl Watcher {
         })
     }
 
+    /// Puts a new load of the jobs file in force: the jobs, the cap, the digest's time and
+    /// the notifier follow it; what the brain remembers of each job stays.
+    fn reload(&mut self, config: Config) {
+        if config.settings.digest_at != self.config.settings.digest_at {
+            self.next_cut = next_cut(Utc::now(), config.settings.digest_at);
+        }
+        self.config = config;
+    }
+
     /// Judges one snapshot and carries out what it asks, except the restarts, which are
     /// returned as decisions for the caller to execute (in the background, or at once),
     /// with the moments backoffs end.
@@ -227,7 +236,7 @@ impl Watcher {
             self.config.settings.restart_daily_cap,
             // The watcher cannot escalate its own absence; that is the dashboard's to say.
             // What it can say is that the store does not take its writes, or cannot be read.
-            &store_rules(snapshot, store),
+            &store_rules(live, snapshot, store),
             now,
         );
         // Claims whose claimer died mid-way (a watcher killed between claiming and
@@ -521,9 +530,10 @@ impl Watcher {
     }
 }
 
-/// The broken rules about the store itself the watcher escalates: its own writes failing,
-/// and a store its engine cannot read.
-fn store_rules(snapshot: &Snapshot, store: &Recorder) -> Vec<String> {
+/// The broken rules that belong to no job the watcher escalates: its own writes failing, a
+/// store its engine cannot read, and a save of the jobs file that was refused (the last good
+/// file stays in force until it is fixed).
+fn store_rules(live: &Live, snapshot: &Snapshot, store: &Recorder) -> Vec<String> {
     store
         .rule()
         .into_iter()
@@ -533,6 +543,7 @@ fn store_rules(snapshot: &Snapshot, store: &Recorder) -> Vec<String> {
                 .iter()
                 .map(|fault| format!("the state store cannot be read: {fault}")),
         )
+        .chain(live.engine.config_refusal().map(|(_, rule)| rule.clone()))
         .collect()
 }
 
@@ -578,6 +589,8 @@ enum Input {
     Restarted(String, Outcome),
     /// What an `escalate_command` run came to.
     Notified(Finished),
+    /// SIGHUP: load the jobs file again.
+    Reload,
     Stop,
 }
 
@@ -586,7 +599,6 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
     for kind in [
         tokio::signal::unix::SignalKind::terminate(),
         tokio::signal::unix::SignalKind::interrupt(),
-        tokio::signal::unix::SignalKind::hangup(),
     ] {
         if let Ok(mut stream) = tokio::signal::unix::signal(kind) {
             let sender = sender.clone();
@@ -596,6 +608,18 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
                 }
             });
         }
+    }
+    // SIGHUP reloads the jobs file, as daemons do (systemd's ExecReload sends it); every one
+    // is heard, not only the first.
+    if let Ok(mut stream) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if sender.send(Input::Reload).is_err() {
+                    break;
+                }
+            }
+        });
     }
     let trigger_sender = sender.clone();
     let mut live = Live::new(
@@ -632,7 +656,7 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
             ));
         }
         for decision in decisions {
-            let config = config.clone();
+            let config = live.engine.config().clone();
             let sender = sender.clone();
             tokio::task::spawn_blocking(move || {
                 let outcome = effect::execute(&decision, &config, Actor::Watcher);
@@ -685,6 +709,7 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
                     return Ok(());
                 }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
+                Input::Reload => arrivals.reload(),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),
                 Input::Restarted(job, outcome) => {
                     watcher.outcome(&job, &outcome, store);
@@ -702,6 +727,25 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
             snapshot = fresh;
         } else if reached {
             snapshot = live.engine.reassess(now);
+        }
+        for reload in live.take_reloads() {
+            let config = live.engine.config();
+            store.append(reload.event(config.jobs.len()));
+            match &reload {
+                Reload::Loaded(_) => {
+                    watcher.reload(config.clone());
+                    let notified = sender.clone();
+                    watcher.notifier = notifier_for(config, move |finished| {
+                        let _ = notified.send(Input::Notified(finished));
+                    });
+                }
+                Reload::Refused(error) => {
+                    eprintln!(
+                        "mihari watch: {}; still watching the last good file",
+                        error.to_string().lines().next().unwrap_or_default()
+                    );
+                }
+            }
         }
         start_checks(&mut live, &sender, now);
     }

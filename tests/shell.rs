@@ -482,6 +482,11 @@ fn the_long_running_service_restarts_on_failure() {
     assert_eq!(value(&unit, "Service", "RestartSec"), "5");
     let exec = value(&unit, "Service", "ExecStart");
     assert!(!exec.contains("--once"), "ExecStart={exec}");
+    // `systemctl reload` sends SIGHUP, which reloads the jobs file rather than stopping it.
+    assert_eq!(
+        value(&unit, "Service", "ExecReload"),
+        "/bin/kill -HUP $MAINPID"
+    );
     assert_eq!(value(&unit, "Install", "WantedBy"), "default.target");
 }
 

@@ -8,7 +8,8 @@
 //! `~/.cache/mihari/`), keyed by everything the validated form depends on: the file's path,
 //! device, inode, size, modification and change times to the nanosecond (any write to the
 //! file, a `chmod` or a `mv` over it changes one of them; the change time cannot be set back
-//! by `touch`), `$HOME` and `$XDG_STATE_HOME` (paths are resolved against them), and the
+//! by `touch`) and the SHA-256 of its bytes (a save within one timestamp tick that keeps the
+//! size changes nothing else), `$HOME` and `$XDG_STATE_HOME` (paths are resolved against them), and the
 //! mihari binary itself (a rebuilt or upgraded mihari never reads what another one wrote).
 //! A cache that does not match, cannot be read, or is not safe — its folder or file not the
 //! operator's own, open to group or others, a link — is never used: the file is parsed as if
@@ -51,22 +52,35 @@ pub struct Key {
     xdg_state_home: Option<OsString>,
     /// The mihari binary that wrote it: device, inode, size and modification time.
     binary: (u64, u64, u64, i64, i64),
+    /// The SHA-256 of the file's bytes, in hex: a save that keeps the size and lands in the
+    /// same timestamp tick as the one before changes nothing else above.
+    content: String,
 }
 
 /// The key for the jobs file at `path` (absolute), as `meta` (of the open file) describes
 /// it; `None` when it is too small to be worth caching, caching is off, or this binary
 /// cannot be told apart from another one.
-pub fn key(path: &Path, meta: &Metadata) -> Option<Key> {
+pub fn key(path: &Path, meta: &Metadata, bytes: &[u8]) -> Option<Key> {
     let min = std::env::var("MIHARI_CONFIG_CACHE_MIN_BYTES")
         .ok()
         .and_then(|text| text.parse::<u64>().ok())
         .unwrap_or(MIN_BYTES);
+    key_from(path, meta, bytes, min)
+}
+
+/// [`key`] with the size floor passed in.
+fn key_from(path: &Path, meta: &Metadata, bytes: &[u8], min: u64) -> Option<Key> {
     if meta.len() < min {
         return None;
     }
     let binary = std::fs::metadata("/proc/self/exe").ok()?;
+    let content = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     Some(Key {
-        format: 1,
+        content,
+        format: 2,
         path: std::path::absolute(path).ok()?,
         dev: meta.dev(),
         ino: meta.ino(),
@@ -194,4 +208,28 @@ fn file_name(key: &Key) -> String {
     let digest = Sha256::digest(key.path.as_os_str().as_encoded_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("jobs-{hex}.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A save that keeps the size and lands in the same timestamp tick as the one before (the
+    /// change time is only as fine as the filesystem's clock tick) has the same metadata: only
+    /// the bytes tell the two files apart, and the cache must not serve the first for the
+    /// second.
+    #[test]
+    fn two_saves_with_the_same_metadata_but_other_bytes_have_other_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.yaml");
+        std::fs::write(&path, "stall_sec: 100\n").unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        let first = key_from(&path, &meta, b"stall_sec: 100\n", 0).unwrap();
+        let second = key_from(&path, &meta, b"stall_sec: 200\n", 0).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(
+            first,
+            key_from(&path, &meta, b"stall_sec: 100\n", 0).unwrap()
+        );
+    }
 }

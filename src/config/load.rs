@@ -179,13 +179,6 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let meta = file.metadata().map_err(|err| unreadable(path, &err))?;
     check_not_writable_by_others(path, meta.mode())?;
     check_folders(path, "the jobs file")?;
-    // A large farm's validated form, kept from the last load of this very file (the checks
-    // above ran all the same).
-    let key = super::cache::key(path, &meta);
-    if let Some(config) = key.as_ref().and_then(super::cache::lookup) {
-        return Ok(config);
-    }
-
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(path));
     }
@@ -195,6 +188,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         .map_err(|err| unreadable(path, &err))?;
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_FILE_BYTES {
         return Err(too_large(path));
+    }
+    // A large farm's validated form, kept from the last load of these very bytes (the checks
+    // above ran all the same). The key holds their hash: a save within the filesystem's
+    // timestamp tick that keeps the size would otherwise be served the file before it.
+    let key = super::cache::key(path, &meta, &bytes);
+    if let Some(config) = key.as_ref().and_then(super::cache::lookup) {
+        return Ok(config);
     }
     let text = String::from_utf8(bytes).map_err(|err| not_utf8(path, &err))?;
     let config = load_str(&text, path)?;

@@ -73,8 +73,11 @@ pub fn conditions<'a>(
     rules: &[String],
 ) -> Vec<Condition> {
     let mut found = Vec::new();
+    // Looked up by id once: a search per row would make this quadratic in the jobs.
+    let by_id: std::collections::HashMap<&str, &JobSpec> =
+        jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     for row in rows {
-        let Some(job) = jobs.iter().find(|j| j.id == row.id) else {
+        let Some(&job) = by_id.get(row.id.as_str()) else {
             continue;
         };
         // Paused on purpose: nothing about it interrupts anyone until it is resumed; the

@@ -139,8 +139,11 @@ impl Brain {
     ) -> Pass {
         let mut pass = Pass::default();
         let mut verdicts: BTreeMap<String, AutoVerdict> = BTreeMap::new();
+        // Looked up by id once: a search per row would make each pass quadratic in the jobs.
+        let by_id: std::collections::HashMap<&str, &JobSpec> =
+            jobs.iter().map(|j| (j.id.as_str(), j)).collect();
         for row in list.rows() {
-            let Some(job) = jobs.iter().find(|j| j.id == row.id) else {
+            let Some(&job) = by_id.get(row.id.as_str()) else {
                 continue;
             };
             self.note_state(row, &mut pass);

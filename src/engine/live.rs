@@ -14,8 +14,10 @@ use std::path::PathBuf;
 use chrono::{DateTime, Duration, Utc};
 
 use super::triggers::{Sink, Trigger, Triggers};
-use super::{CheckResultFor, DueCheck, Engine, Snapshot};
-use crate::config::Config;
+use super::{CheckResultFor, ConfigChange, DueCheck, Engine, Snapshot};
+use crate::config::{Config, ConfigError};
+use crate::core::text::inert;
+use crate::store::{Kind, NewEvent};
 
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: Duration = Duration::seconds(5);
@@ -59,15 +61,26 @@ pub struct Arrivals {
     everything: bool,
     store: bool,
     folders_moved: bool,
+    /// The jobs file was saved (or SIGHUP asked for it): load it again.
+    config: bool,
+    /// SIGHUP asked for it: the load is recorded even when nothing changed.
+    config_asked: bool,
     checks: Vec<CheckResultFor>,
 }
 
 impl Arrivals {
+    /// Asks for the jobs file to be loaded again (SIGHUP), whether or not it changed.
+    pub fn reload(&mut self) {
+        self.config = true;
+        self.config_asked = true;
+    }
+
     /// Whether anything arrived that calls for a new snapshot.
     pub fn any(&self) -> bool {
         self.everything
             || self.store
             || self.folders_moved
+            || self.config
             || !self.touched.is_empty()
             || !self.checks.is_empty()
     }
@@ -88,11 +101,60 @@ pub struct Live {
     /// The jobs declared by `process`, and when they are scanned for again.
     process_jobs: Vec<String>,
     next_process_poll: Option<DateTime<Utc>>,
+    /// The engine's next deadline for the snapshot judged at this moment: asked on every
+    /// wake-up, found by a walk over every job, and unchanged until the next judgment or a
+    /// check handed out.
+    engine_deadline: Option<(DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// The jobs file, as given: followed through its folder, so a save by rename (vim,
+    /// `sed -i`) and one in place are both seen.
+    source: PathBuf,
+    /// What each load of the jobs file since the last look came to, for the caller to
+    /// record and show.
+    reloads: Vec<Reload>,
+    /// The refusal last reported, so one save seen twice is reported once.
+    last_refusal: Option<ConfigError>,
+}
+
+/// What loading the jobs file again came to.
+#[derive(Debug, Clone)]
+pub enum Reload {
+    /// It loaded and is in force; what changed.
+    Loaded(ConfigChange),
+    /// It was refused; the last good file stays in force.
+    Refused(ConfigError),
+}
+
+impl Reload {
+    /// The event that records it: `config-reloaded` with the jobs added and removed, or
+    /// `config-refused` with file:line:col and why.
+    pub fn event(&self, jobs: usize) -> NewEvent {
+        match self {
+            Reload::Loaded(change) => {
+                NewEvent::new(Kind::ConfigReloaded).reason(change.words(jobs))
+            }
+            Reload::Refused(error) => {
+                let name = error
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let at = match error.position {
+                    Some((line, column)) => format!("{name}:{line}:{column}"),
+                    None => name,
+                };
+                NewEvent::new(Kind::ConfigRefused).reason(inert(&format!(
+                    "{at}: {}; still watching the last good file",
+                    error.summary()
+                )))
+            }
+        }
+    }
 }
 
 impl Live {
     /// Starts the event sources for `config`; their reports go to `sink`.
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
+        let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
         let engine = Engine::new(config);
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
@@ -107,6 +169,10 @@ impl Live {
             next_holder_poll: None,
             unwatched: Vec::new(),
             next_folder_poll: None,
+            engine_deadline: None,
+            source,
+            reloads: Vec::new(),
+            last_refusal: None,
         })
     }
 
@@ -114,6 +180,24 @@ impl Live {
     pub fn start(&mut self, now: DateTime<Utc>) -> Snapshot {
         let mut snapshot = self.engine.refresh(None, now);
         self.follow();
+        self.mark(&mut snapshot);
+        snapshot
+    }
+
+    /// Gathers everything once, following nothing yet: the dashboard's first screen, drawn
+    /// before the watches and holder waits of a large farm are set up. [`Live::settle`] must
+    /// follow it.
+    pub fn first_look(&mut self, now: DateTime<Utc>) -> Snapshot {
+        self.engine.refresh(None, now)
+    }
+
+    /// Starts following everything after [`Live::first_look`], then gathers everything again:
+    /// what changed between the first look and the watches being in place would otherwise go
+    /// unseen until it changed once more.
+    pub fn settle(&mut self, now: DateTime<Utc>) -> Snapshot {
+        self.follow();
+        let mut snapshot = self.engine.refresh(None, now);
+        self.follow_holders();
         self.mark(&mut snapshot);
         snapshot
     }
@@ -141,7 +225,14 @@ impl Live {
         let mut paths = self.engine.watched_paths();
         paths.extend(self.store_paths.iter().cloned());
         paths.push(self.engine.watch_lock_path());
+        paths.push(self.source.clone());
         self.unwatched = self.triggers.watch_paths(&paths);
+        self.follow_holders();
+    }
+
+    /// Waits on the holders seen by the last gather: the paths to watch change only with the
+    /// folders (a folder event says so) or the jobs file, the holders with every gather.
+    fn follow_holders(&mut self) {
         self.unpolled = self.triggers.watch_holders(&self.engine.live_holders());
         if self.unpolled.is_empty() {
             self.next_holder_poll = None;
@@ -154,6 +245,10 @@ impl Live {
             Trigger::Changed(path) if self.store_paths.contains(&path) => arrivals.store = true,
             Trigger::Changed(path) if path == self.engine.watch_lock_path() => {
                 arrivals.store = true
+            }
+            Trigger::Changed(path) if path == self.source => {
+                arrivals.config = true;
+                arrivals.touched.extend(self.engine.jobs_touching(&path));
             }
             Trigger::Changed(path) => {
                 let jobs = self.engine.jobs_touching(&path);
@@ -206,9 +301,29 @@ impl Live {
         if !arrivals.any() && !deadline_reached {
             return None;
         }
+        self.engine_deadline = None;
         if !arrivals.checks.is_empty() {
             self.engine
                 .record_checks(std::mem::take(&mut arrivals.checks));
+        }
+        if arrivals.config {
+            match self.reload(arrivals.config_asked) {
+                Some(change) if change.everything => arrivals.everything = true,
+                Some(change) => {
+                    arrivals.touched.extend(change.to_gather());
+                    // New files to follow, or some to follow no more.
+                    if !(change.added.is_empty()
+                        && change.removed.is_empty()
+                        && change.changed.is_empty())
+                    {
+                        arrivals.folders_moved = true;
+                    }
+                    if arrivals.touched.is_empty() && !arrivals.everything {
+                        arrivals.store = true;
+                    }
+                }
+                None => arrivals.store = true,
+            }
         }
         if arrivals.folders_moved {
             self.follow();
@@ -220,16 +335,64 @@ impl Live {
         if arrivals.everything || !arrivals.touched.is_empty() {
             let only = (!arrivals.everything).then_some(&arrivals.touched);
             snapshot = Some(self.engine.refresh(only, now));
-            self.follow();
+            // Lost events, or a folder that may have appeared or gone: watch again. A file
+            // of a job that changed moves no watch; only its holder may have changed.
+            if arrivals.everything || arrivals.folders_moved {
+                self.follow();
+            } else {
+                self.follow_holders();
+            }
         }
         let mut snapshot = snapshot.unwrap_or_else(|| self.engine.reassess(now));
         self.mark(&mut snapshot);
         Some(snapshot)
     }
 
+    /// Loads the jobs file again. A file that loads is put in force (what the jobs it keeps
+    /// unchanged have gathered is kept); one that is refused leaves the last good one in
+    /// force and says so on every snapshot until a save loads. The outcome is kept for
+    /// [`Live::take_reloads`]; the change is returned when the file loaded.
+    fn reload(&mut self, asked: bool) -> Option<ConfigChange> {
+        match crate::config::load(&self.engine.config().source.clone()) {
+            Ok(config) => {
+                // An editor's save makes several events; only a load that changes something
+                // (or one SIGHUP asked for, or one that ends a refusal) is news.
+                let same = config == *self.engine.config();
+                let refused = self.last_refusal.take().is_some();
+                let change = self.engine.replace_config(config);
+                self.store_paths = self.engine.store_paths().into_iter().collect();
+                self.process_jobs = self.engine.process_jobs();
+                if !same || asked || refused {
+                    self.reloads.push(Reload::Loaded(change.clone()));
+                }
+                Some(change)
+            }
+            Err(error) => {
+                // The same refusal seen again (an editor's second event of one save) is one
+                // refusal.
+                let repeated = self.last_refusal.as_ref() == Some(&error);
+                self.engine.refuse_config(&error);
+                if !repeated || asked {
+                    self.reloads.push(Reload::Refused(error.clone()));
+                }
+                self.last_refusal = Some(error);
+                None
+            }
+        }
+    }
+
+    /// What each load of the jobs file came to since the last call, oldest first.
+    pub fn take_reloads(&mut self) -> Vec<Reload> {
+        std::mem::take(&mut self.reloads)
+    }
+
     /// The checks due now, handed out to run in the background.
     pub fn take_due_checks(&mut self, now: DateTime<Utc>) -> Vec<DueCheck> {
-        self.engine.take_due_checks(now)
+        let due = self.engine.take_due_checks(now);
+        if !due.is_empty() {
+            self.engine_deadline = None;
+        }
+        due
     }
 
     /// The next moment anything can change by time alone: a stall or timeout deadline, a
@@ -244,8 +407,16 @@ impl Live {
         if !self.process_jobs.is_empty() && self.next_process_poll.is_none() {
             self.next_process_poll = Some(now + PROCESS_POLL);
         }
+        let engine = match self.engine_deadline {
+            Some((judged, at)) if judged == snapshot.generated_at => at,
+            _ => {
+                let at = self.engine.next_deadline(snapshot);
+                self.engine_deadline = Some((snapshot.generated_at, at));
+                at
+            }
+        };
         [
-            self.engine.next_deadline(snapshot),
+            engine,
             self.next_holder_poll,
             self.next_folder_poll,
             self.next_process_poll,

@@ -99,6 +99,10 @@ pub struct Snapshot {
     pub store_writes_failing: Option<String>,
     /// Folders polled because they could not be watched (the inotify watch limit).
     pub polled_folders: usize,
+    /// The last save of the jobs file that was refused, as the header says it
+    /// ("jobs.yaml:12:5 refused — still watching the last good file"); a broken rule in
+    /// `list.rules` too, with why.
+    pub config_refused: Option<String>,
 }
 
 impl Snapshot {
@@ -128,6 +132,7 @@ impl Snapshot {
             store_fault: None,
             store_writes_failing: None,
             polled_folders: 0,
+            config_refused: None,
         }
     }
 
@@ -142,6 +147,55 @@ impl Snapshot {
     /// The assessment of job `id`.
     pub fn assessment_of(&self, id: &str) -> Option<&Assessment> {
         self.list.rows().find(|a| a.id == id)
+    }
+}
+
+/// What a reload of the jobs file changed, by job id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigChange {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Kept, with a different stanza: gathered again.
+    pub changed: Vec<String>,
+    /// Everything starts again (a new `state_dir`).
+    pub everything: bool,
+}
+
+impl ConfigChange {
+    /// The jobs to gather now.
+    pub fn to_gather(&self) -> HashSet<String> {
+        self.added.iter().chain(&self.changed).cloned().collect()
+    }
+
+    /// The words of the `config-reloaded` event: how many jobs, which came and went.
+    pub fn words(&self, jobs: usize) -> String {
+        let list = |ids: &[String]| {
+            const SHOWN: usize = 10;
+            let mut words = ids
+                .iter()
+                .take(SHOWN)
+                .map(|id| format!("'{id}'"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if ids.len() > SHOWN {
+                words.push_str(&format!(" and {} more", ids.len() - SHOWN));
+            }
+            words
+        };
+        let mut parts = vec![format!("{jobs} jobs")];
+        if !self.added.is_empty() {
+            parts.push(format!("added {}", list(&self.added)));
+        }
+        if !self.removed.is_empty() {
+            parts.push(format!("removed {}", list(&self.removed)));
+        }
+        if !self.changed.is_empty() {
+            parts.push(format!("changed {}", list(&self.changed)));
+        }
+        if parts.len() == 1 {
+            parts.push("nothing added or removed".to_string());
+        }
+        crate::core::text::inert(&parts.join("; "))
     }
 }
 
@@ -203,6 +257,12 @@ pub struct Engine {
     /// Recent (time, done) samples of each job, oldest first: the rate and the ETA of the
     /// next judgments (a fresh `check` has none; a rate the job prints needs none).
     samples: HashMap<String, Vec<(DateTime<Utc>, u64)>>,
+    /// The last save of the jobs file that was refused, while the last good one stays in
+    /// force: (the header's words, the broken rule's words).
+    config_refusal: Option<(String, String)>,
+    /// Which jobs each declared path belongs to (by position in the jobs file): a file event
+    /// names a path, and looking it up must not cost a walk over every job of a farm.
+    paths: HashMap<PathBuf, Vec<usize>>,
 }
 
 /// The least time between two kept samples of an unchanged done, and the most samples kept.
@@ -242,7 +302,10 @@ impl Action {
 impl Engine {
     pub fn new(config: Config) -> Self {
         let opened = open_store(&config.settings.state_dir);
+        let paths = path_index(&config.jobs);
         Engine {
+            paths,
+            config_refusal: None,
             config,
             prober: Prober::new(),
             checks: HashMap::new(),
@@ -286,6 +349,90 @@ impl Engine {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Puts `config` (a new load of the jobs file) in force, keeping what is known of every
+    /// job it keeps unchanged: its evidence, its checks' results and the line counts of its
+    /// progress files, so a reload of a farm gathers only the jobs it added or changed. A new
+    /// `state_dir` is a new store: everything starts again from it. Clears a refusal.
+    pub fn replace_config(&mut self, config: Config) -> ConfigChange {
+        self.config_refusal = None;
+        let old: HashMap<&str, (usize, &JobSpec)> = self
+            .config
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(at, job)| (job.id.as_str(), (at, job)))
+            .collect();
+        let mut change = ConfigChange::default();
+        let mut evidence = Vec::with_capacity(config.jobs.len());
+        let gathered = self.evidence.len() == self.config.jobs.len();
+        for job in &config.jobs {
+            match old.get(job.id.as_str()) {
+                Some((at, before)) if *before == job && gathered => {
+                    evidence.push(self.evidence[*at].clone());
+                }
+                Some(_) => {
+                    change.changed.push(job.id.clone());
+                    evidence.push(Evidence::default());
+                }
+                None => {
+                    change.added.push(job.id.clone());
+                    evidence.push(Evidence::default());
+                }
+            }
+        }
+        let kept: HashSet<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+        change.removed = self
+            .config
+            .jobs
+            .iter()
+            .filter(|job| !kept.contains(job.id.as_str()))
+            .map(|job| job.id.clone())
+            .collect();
+        if config.settings.state_dir != self.config.settings.state_dir {
+            *self = Engine::new(config);
+            change.everything = true;
+            return change;
+        }
+        let checks: HashSet<(String, String)> = config
+            .jobs
+            .iter()
+            .flat_map(|job| job.checks.iter().map(|c| (job.id.clone(), c.name.clone())))
+            .collect();
+        self.checks.retain(|key, _| checks.contains(key));
+        self.checks_out.retain(|key| checks.contains(key));
+        self.paths = path_index(&config.jobs);
+        self.config = config;
+        self.evidence = if gathered { evidence } else { Vec::new() };
+        change
+    }
+
+    /// Notes that a save of the jobs file was refused: the last good file stays in force, and
+    /// every snapshot says so (the header, and a broken rule with why) until a save loads.
+    pub fn refuse_config(&mut self, error: &crate::config::ConfigError) {
+        let name = error
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| error.path.display().to_string());
+        let at = match error.position {
+            Some((line, column)) => format!("{name}:{line}:{column}"),
+            None => name,
+        };
+        let words =
+            crate::core::text::inert(&format!("{at} refused — still watching the last good file"));
+        let rule = crate::core::text::inert(&format!(
+            "the jobs file '{}' was refused at {at}: {}; the last good file stays in force              until it is fixed",
+            error.path.display(),
+            error.summary()
+        ));
+        self.config_refusal = Some((words, rule));
+    }
+
+    /// The refusal in force, as (file:line:col words for the header, the broken rule).
+    pub fn config_refusal(&self) -> Option<&(String, String)> {
+        self.config_refusal.as_ref()
     }
 
     /// Runs checks in parallel, blocking until they finish, and remembers their outcomes:
@@ -895,11 +1042,13 @@ impl Engine {
             .broken_rule(now)
             .into_iter()
             .chain(self.store_writes_failing.clone())
+            .chain(self.config_refusal.as_ref().map(|(_, rule)| rule.clone()))
             .collect();
         let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
         snapshot.notices = self.store_notice.iter().cloned().collect();
         snapshot.store_fault = self.store_fault.clone();
         snapshot.store_writes_failing = self.store_writes_failing.clone();
+        snapshot.config_refused = self.config_refusal.as_ref().map(|(words, _)| words.clone());
         if let Some(notice) = self.watcher.notice(&self.config.settings.state_dir) {
             snapshot.notices.insert(0, notice);
         }
@@ -911,19 +1060,18 @@ impl Engine {
     /// databases with their journals, manifests. Watch their folders, not the files, so
     /// rotation and atomic replace are followed.
     pub fn watched_paths(&self) -> Vec<PathBuf> {
-        let mut paths = BTreeSet::new();
-        for job in &self.config.jobs {
-            paths.extend(job_paths(job));
-        }
-        paths.into_iter().collect()
+        let mut paths: Vec<PathBuf> = self.paths.keys().cloned().collect();
+        paths.sort();
+        paths
     }
 
-    /// The jobs a changed path belongs to.
+    /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.
     pub fn jobs_touching(&self, path: &Path) -> Vec<String> {
-        self.config
-            .jobs
-            .iter()
-            .filter(|job| job_paths(job).iter().any(|p| p == path))
+        self.paths
+            .get(path)
+            .into_iter()
+            .flatten()
+            .filter_map(|&at| self.config.jobs.get(at))
             .map(|job| job.id.clone())
             .collect()
     }
@@ -1306,6 +1454,20 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// Which jobs (by position) declare each path of [`job_paths`].
+fn path_index(jobs: &[JobSpec]) -> HashMap<PathBuf, Vec<usize>> {
+    let mut index: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+    for (at, job) in jobs.iter().enumerate() {
+        for path in job_paths(job) {
+            let owners = index.entry(path).or_default();
+            if owners.last() != Some(&at) {
+                owners.push(at);
+            }
+        }
+    }
+    index
 }
 
 /// Checks run in the job's `restart.cwd`, else in the jobs file's folder.

@@ -187,10 +187,16 @@ pub enum Kind {
     Resumed,
     /// The operator acknowledged a job's broken rules, with who and why: they end here.
     Acknowledged,
+    /// The jobs file was loaded again (saved, or SIGHUP to the watcher); the reason names the
+    /// jobs added and removed.
+    ConfigReloaded,
+    /// A save of the jobs file was refused (file:line:col and why): the last good file stays
+    /// in force until it is fixed.
+    ConfigRefused,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 32] = [
+    pub const ALL: [Kind; 34] = [
         Kind::Detected,
         Kind::MarkerCreated,
         Kind::Duplicate,
@@ -223,6 +229,8 @@ impl Kind {
         Kind::Paused,
         Kind::Resumed,
         Kind::Acknowledged,
+        Kind::ConfigReloaded,
+        Kind::ConfigRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -259,6 +267,8 @@ impl Kind {
             Kind::Paused => "paused",
             Kind::Resumed => "resumed",
             Kind::Acknowledged => "acknowledged",
+            Kind::ConfigReloaded => "config-reloaded",
+            Kind::ConfigRefused => "config-refused",
         }
     }
 

@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
-use crate::engine::live::{Arrivals, Live, next_batch};
+use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::log_tail;
@@ -115,10 +115,12 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     model.zone = crate::probe::zone::Zone::machine();
     update(&mut model, Msg::Resize(width, height));
 
-    let mut snapshot = live.start(Utc::now());
-    report_unwatched(&live, &mut model);
-    start_due_checks(&mut live, &sender, Utc::now());
-    let mut commands = vec![update(&mut model, Msg::Snapshot(snapshot.clone()))];
+    // The first screen is drawn from the first gather, before the watches and holder waits
+    // are set up (for a farm of thousands of jobs they take as long again); `settle` then
+    // gathers once more with them in place, so nothing that changed meanwhile is missed.
+    let first = live.first_look(Utc::now());
+    let mut commands = vec![update(&mut model, Msg::Snapshot(first))];
+    let mut settled = false;
     let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
 
     loop {
@@ -141,9 +143,8 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                     let mut arrivals = Arrivals::default();
                     live.note(&mut arrivals, Trigger::Rescan);
                     if let Some(fresh) = live.apply(arrivals, false, Utc::now()) {
-                        snapshot = fresh;
+                        commands.push(update(&mut model, Msg::Snapshot(fresh)));
                     }
-                    commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
                 }
                 Command::Propose { action, job } => {
                     let engine = &live.engine;
@@ -208,8 +209,20 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 .map_err(|e| e.to_string())?;
             model.dirty = false;
         }
+        if !settled {
+            settled = true;
+            model.snapshot = None;
+            let fresh = live.settle(Utc::now());
+            report_unwatched(&live, &mut model);
+            start_due_checks(&mut live, &sender, Utc::now());
+            commands.push(update(&mut model, Msg::Snapshot(fresh)));
+            continue;
+        }
 
-        let engine_deadline = live.deadline(&snapshot, Utc::now());
+        let engine_deadline = model
+            .snapshot
+            .as_ref()
+            .and_then(|snapshot| live.deadline(snapshot, Utc::now()));
         let deadline = [engine_deadline, Some(model.next_tick())]
             .into_iter()
             .flatten()
@@ -246,17 +259,32 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
         // A display tick only redraws ages; verdicts are judged again only when one of the
         // engine's own deadlines (a stall, a timeout, a check) has come.
         let reached = engine_deadline.is_some_and(|at| at <= now);
-        if let Some(fresh) = live.apply(arrivals, reached, now) {
-            snapshot = fresh;
+        // Nothing draws while the next snapshot is made, and one is always made when
+        // something arrived or a deadline came: the last one is let go first, so a farm
+        // never holds two of them beside the engine's evidence.
+        if arrivals.any() || reached {
+            model.snapshot = None;
+        }
+        let applied = live.apply(arrivals, reached, now);
+        for reload in live.take_reloads() {
+            commands.push(update(&mut model, reload_message(&live, &reload)));
+            if matches!(reload, Reload::Loaded(_)) {
+                let jobs = live.engine.config().jobs.clone();
+                commands.push(update(&mut model, Msg::Jobs(jobs)));
+            }
+            record_reload(&live, &reload);
+        }
+        if let Some(fresh) = applied {
             report_unwatched(&live, &mut model);
-            commands.push(update(&mut model, Msg::Snapshot(snapshot.clone())));
+            // Escalations, as the watcher sees them: the bell and the banner, once each.
+            let now_holding = escalations(&live, &fresh);
+            // The model keeps the one copy: a farm's snapshot is megabytes.
+            commands.push(update(&mut model, Msg::Snapshot(fresh)));
             if let Some(view) = &model.events {
                 commands.push(Some(Command::LoadEvents {
                     job: view.job.clone(),
                 }));
             }
-            // Escalations, as the watcher sees them: the bell and the banner, once each.
-            let now_holding = escalations(&live, &snapshot);
             let fresh_ones: Vec<_> = now_holding
                 .iter()
                 .filter(|c| !told.contains(&(c.job.clone(), c.kind)))
@@ -283,6 +311,33 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     }
 }
 
+/// The status line's words for a load of the jobs file.
+fn reload_message(live: &Live, reload: &Reload) -> Msg {
+    let jobs = live.engine.config().jobs.len();
+    Msg::Status(match reload {
+        Reload::Loaded(change) => format!("jobs file loaded again: {}", change.words(jobs)),
+        Reload::Refused(error) => crate::core::text::inert(&format!(
+            "{error}; still watching the last good file: fix it and save again"
+        ))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string(),
+    })
+}
+
+/// Records a load of the jobs file in the event log, unless a live watcher follows the same
+/// file and records it itself (one event per save, not one per process watching).
+fn record_reload(live: &Live, reload: &Reload) {
+    if live.engine.watcher_pid().is_some() {
+        return;
+    }
+    let config = live.engine.config();
+    if let Ok(mut store) = crate::store::Store::open(&config.settings.state_dir, Actor::Operator) {
+        let _ = store.append(reload.event(config.jobs.len()));
+    }
+}
+
 /// Says on the status line when a folder cannot be watched.
 fn report_unwatched(live: &Live, model: &mut Model) {
     if let Some((folder, error)) = live.unwatched.first() {
@@ -301,13 +356,23 @@ fn report_unwatched(live: &Live, model: &mut Model) {
 fn escalations(live: &Live, snapshot: &crate::engine::Snapshot) -> Vec<Condition> {
     let config = live.engine.config();
     let now = snapshot.generated_at;
+    // Looked up by id once: a search per job would make every pass quadratic in the jobs.
+    let jobs: std::collections::HashMap<&str, &crate::config::JobSpec> =
+        config.jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+    let rows: std::collections::HashMap<&str, &crate::core::Assessment> =
+        snapshot.list.rows().map(|r| (r.id.as_str(), r)).collect();
+    let histories: std::collections::HashMap<&str, &crate::core::History> = snapshot
+        .evidence
+        .iter()
+        .map(|(id, seen)| (id.as_str(), &seen.history))
+        .collect();
     conditions(
         snapshot.list.rows(),
         &config.jobs,
         |id| {
-            let job = config.jobs.iter().find(|j| j.id == id)?;
-            let row = snapshot.assessment_of(id)?;
-            let history = snapshot.evidence_of(id).map(|e| e.history.clone())?;
+            let job = *jobs.get(id)?;
+            let row = *rows.get(id)?;
+            let history = (*histories.get(id)?).clone();
             Some(auto_restart(
                 job,
                 row,

@@ -251,6 +251,8 @@ pub enum Msg {
     Digest(Result<DigestView, String>),
     /// The conditions that hold now, and those newly entered (bell and banner for these).
     Escalations(Vec<Condition>, Vec<Condition>),
+    /// The jobs file was loaded again: these are the jobs now.
+    Jobs(Vec<JobSpec>),
 }
 
 /// A side effect `update` asks the runtime to perform.
@@ -662,6 +664,11 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.ensure_visible();
             model.dirty = true;
             model.tail_command()
+        }
+        Msg::Jobs(jobs) => {
+            model.jobs = jobs;
+            model.dirty = true;
+            None
         }
         Msg::Tick(now) => {
             if now > model.now {

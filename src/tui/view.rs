@@ -95,6 +95,13 @@ fn header(model: &Model, frame: &mut Frame, area: Rect) {
     {
         spans.push(Span::styled(" ✖ STORE WRITES FAILING", theme.alarm()));
     }
+    if let Some(refused) = model
+        .snapshot
+        .as_ref()
+        .and_then(|s| s.config_refused.as_deref())
+    {
+        spans.push(Span::styled(format!(" ✖ {refused}"), theme.alarm()));
+    }
     spans.push(Span::raw(" │"));
     if let Some(snapshot) = &model.snapshot {
         for (bucket, count) in snapshot.list.counts() {
