@@ -86,6 +86,35 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
         notebook.contains("matches process.cmdline") || notebook.contains("process "),
         "{stdout}"
     );
+    // Progress read from what jobs print: a tqdm bar's carriage-return frames, step lines.
+    let row = |id: &str| {
+        stdout
+            .lines()
+            .skip_while(|line| !line.trim_start().starts_with(&format!("{id} ")))
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let tqdm = row("tqdm_train");
+    assert!(
+        tqdm.contains(" RUNNING ") && tqdm.contains("/2000 "),
+        "the tqdm job's done/total comes from its frames:\n{stdout}"
+    );
+    let steps = row("steps");
+    assert!(
+        steps.contains(" RUNNING ") && steps.contains("/5000 "),
+        "the step lines give done/total:\n{stdout}"
+    );
+    // A stale marker its killed writer left, in STALE, with the command that releases it.
+    let stale = stdout
+        .split("\nSTALE (")
+        .nth(1)
+        .and_then(|rest| rest.split("\nDISPATCH (").next())
+        .unwrap_or_default();
+    assert!(
+        stale.contains("resumer ") && stale.contains("mihari release-marker resumer"),
+        "{stdout}"
+    );
     // A job paused by `mihari pause`, listed after the action list with who, when and why.
     let paused = stdout.split("\nPAUSED (1)\n").nth(1).unwrap_or_default();
     assert!(paused.trim_start().starts_with("reindex "), "{stdout}");

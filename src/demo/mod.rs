@@ -463,6 +463,42 @@ impl Crew {
                 "100000",
             ],
         )?;
+        // A tqdm loop: its progress is only the bar it redraws with carriage returns.
+        self.worker(
+            exe,
+            &[
+                "--lock",
+                &at("tqdm.lock"),
+                "--log",
+                &at("tqdm.log"),
+                "--style",
+                "tqdm",
+                "--log-every-ms",
+                "200",
+                "--progress-every-ms",
+                "150",
+                "--total",
+                "2000",
+            ],
+        )?;
+        // A training loop that prints `epoch E/N step S/M` lines and nothing else.
+        self.worker(
+            exe,
+            &[
+                "--lock",
+                &at("steps.lock"),
+                "--log",
+                &at("steps.log"),
+                "--style",
+                "steps",
+                "--log-every-ms",
+                "300",
+                "--progress-every-ms",
+                "100",
+                "--total",
+                "5000",
+            ],
+        )?;
         // A lock written by something else, which nobody can parse: liveness unknown.
         fs::write(
             jobs.join("mystery.lock"),
@@ -472,6 +508,10 @@ impl Crew {
 
         wait_for(&jobs.join("dead.progress"), 3)?;
         self.kill_and_reap(dead);
+        // A resume marker its killed writer left behind, naming it: a stale marker to release
+        // (M in the dashboard, mihari release-marker resumer).
+        fs::copy(jobs.join("dead.lock"), jobs.join("resumer.resuming"))?;
+        fs::write(jobs.join("resumer.log"), "resuming from shard 212\n")?;
         wait_for(&jobs.join("frozen.progress"), 2)?;
         let _ = kill(Pid::from_raw(frozen as i32), Signal::SIGSTOP);
         Ok(())
@@ -673,6 +713,31 @@ jobs:
     log: jobs/idle.log
     resource_lock: jobs/seed303.lock
     should_run_when: [resource_free]
+  - id: tqdm_train
+    name: A tqdm loop (progress only in its carriage-return frames)
+    owner: ml-team
+    lock: jobs/tqdm.lock
+    log: jobs/tqdm.log
+    log_progress: {{preset: tqdm}}
+    stall_sec: 5
+    should_run_when: [not_complete]
+  - id: steps
+    name: Training loop that prints epoch/step lines
+    owner: ml-team
+    lock: jobs/steps.lock
+    log: jobs/steps.log
+    log_progress:
+      pattern: 'step (?P<done>\d+)/(?P<total>\d+)'
+    stall_sec: 5
+    should_run_when: [not_complete]
+  - id: resumer
+    name: Resume step whose writer was killed (a stale marker to release)
+    owner: data-team
+    log: jobs/resumer.log
+    markers:
+      - path: jobs/resumer.resuming
+        stale_after_sec: 3600
+    should_run_when: [not_succeeded]
   - id: notebook
     name: Notebook job started by hand in a tmux pane (no lock, found by its command line)
     owner: ml-team

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use chrono::{Local, Utc};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -84,6 +84,44 @@ pub struct WorkerArgs {
     /// Exit when this PID is no longer the parent (set by the demo).
     #[arg(long)]
     pub parent: Option<u32>,
+    /// How the log shows progress: plain lines, tqdm's carriage-return frames, or
+    /// `epoch E/N step S/M` lines as a training loop prints them.
+    #[arg(long, value_enum, default_value_t = LogStyle::Plain)]
+    pub style: LogStyle,
+}
+
+/// How a worker's log shows its progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogStyle {
+    #[default]
+    Plain,
+    /// One tqdm bar redrawn with `\r`, never a newline until the end: what a tqdm loop's
+    /// stderr holds.
+    Tqdm,
+    /// `epoch 2/5 step 1200/5000 loss 0.412`.
+    Steps,
+}
+
+/// A tqdm frame as tqdm draws it: `\r 45%|████▌     | 450/1000 [00:07<00:09, 60.00it/s]`.
+fn tqdm_frame(done: u64, total: u64, elapsed: Duration) -> String {
+    let total = total.max(1);
+    let fraction = done.min(total) as f64 / total as f64;
+    let filled = (fraction * 10.0).floor() as usize;
+    let bar: String = "█".repeat(filled) + &" ".repeat(10 - filled.min(10));
+    let secs = elapsed.as_secs_f64().max(0.001);
+    let rate = done as f64 / secs;
+    let left = if rate > 0.0 {
+        (total - done.min(total)) as f64 / rate
+    } else {
+        0.0
+    };
+    let mmss = |s: f64| format!("{:02}:{:02}", (s as u64) / 60, (s as u64) % 60);
+    format!(
+        "\r{:3.0}%|{bar}| {done}/{total} [{}<{}, {rate:.2}it/s]",
+        fraction * 100.0,
+        mmss(secs),
+        mmss(left)
+    )
 }
 
 /// The phases of the seed's pipeline (seed 004).
@@ -216,11 +254,28 @@ fn run_worker(args: &WorkerArgs) -> std::io::Result<ExitCode> {
             next_progress += Duration::from_millis(args.progress_every_ms);
         }
         if done >= args.total && args.finish {
+            if args.style == LogStyle::Tqdm {
+                log_raw(args, &(tqdm_frame(done, args.total, elapsed) + "\n"))?;
+            }
             log_line(args, &format!("all {done} items done"))?;
             remove_lock(args);
             return Ok(ExitCode::SUCCESS);
         }
-        if elapsed >= next_log {
+        if elapsed >= next_log && args.style == LogStyle::Tqdm {
+            log_raw(args, &tqdm_frame(done, args.total, elapsed))?;
+            next_log += Duration::from_millis(args.log_every_ms);
+        } else if elapsed >= next_log && args.style == LogStyle::Steps {
+            let epochs = 5;
+            let per_epoch = args.total.div_ceil(epochs).max(1);
+            let line = format!(
+                "epoch {}/{epochs} step {done}/{} loss {:.3}",
+                (done / per_epoch + 1).min(epochs),
+                args.total,
+                2.0 / (1.0 + done as f64 / 50.0)
+            );
+            log_line(args, &line)?;
+            next_log += Duration::from_millis(args.log_every_ms);
+        } else if elapsed >= next_log {
             let line = if args.hostile {
                 hostile.next().copied().unwrap_or_default().to_string()
             } else {
@@ -290,6 +345,15 @@ fn log_line(args: &WorkerArgs, line: &str) -> std::io::Result<()> {
             "{} {line}",
             Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
         )?;
+    }
+    Ok(())
+}
+
+/// Appends `text` as it is: a tqdm frame has no line end.
+fn log_raw(args: &WorkerArgs, text: &str) -> std::io::Result<()> {
+    if let Some(path) = &args.log {
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        file.write_all(text.as_bytes())?;
     }
     Ok(())
 }
