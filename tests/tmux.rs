@@ -124,7 +124,8 @@ fn the_demo_dashboard_in_tmux_shows_every_state_follows_keys_and_cleans_up() {
         "{binary} demo --dir {}; echo DEMO-EXITED-$?; sleep 60",
         sandbox.display()
     );
-    let tmux = Tmux::start("wide", 120, 40, &command);
+    // Tall enough for the demo's 19 jobs and the detail under them.
+    let tmux = Tmux::start("wide", 120, 52, &command);
     let title_before = tmux.title();
 
     // Every state and bucket, live: the frozen job turns STALLED a few seconds in.
