@@ -184,10 +184,16 @@ fn fleet(root: &Path, hosts: &[String]) -> PathBuf {
     path
 }
 
+/// A host stanza; no `ssh` line for this machine (an empty `ssh` is refused).
 fn host(name: &str, ssh: &[String], config: &Path, mihari: &str, timeout: u64) -> String {
+    let ssh = if ssh.is_empty() {
+        String::new()
+    } else {
+        format!("    ssh: {}\n", yaml_list(ssh))
+    };
     format!(
-        "  - name: {name}\n    ssh: {}\n    config: {}\n    mihari: {}\n    timeout_sec: {timeout}\n",
-        yaml_list(ssh),
+        "  - name: {name}\n{}    config: {}\n    mihari: {}\n    timeout_sec: {timeout}\n",
+        ssh,
         serde_json::to_string(&config.display().to_string()).expect("json"),
         serde_json::to_string(mihari).expect("json")
     )
@@ -347,4 +353,68 @@ fn a_bad_fleet_file_is_refused_with_its_place() {
         stderr.contains("fleet.yaml:3:10: ssh of host 'a' is empty"),
         "{stderr}"
     );
+}
+
+/// A host that answers but cannot assess (its jobs file refused, its store unusable) is
+/// reachable, named with why — the refusal's own first line — and UNKNOWN.
+#[test]
+fn a_host_whose_jobs_file_or_store_is_refused_says_why_and_is_unknown() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mihari = mihari_binary().display().to_string();
+    let bad = host_dir(root.path(), "badcfg", false);
+    let text = fs::read_to_string(&bad)
+        .expect("read")
+        .replace("not_succeeded", "bogus");
+    fs::write(&bad, text).expect("write");
+    let damaged = host_dir(root.path(), "sf", false);
+    let made = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&damaged)
+        .arg("check")
+        .output()
+        .expect("a first check makes the store");
+    assert!(made.status.code().is_some());
+    let state = damaged.parent().expect("dir").join("state");
+    let store = fs::read_dir(&state)
+        .expect("state")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "sqlite"))
+        .expect("the store file");
+    fs::set_permissions(&store, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let fleet = fleet(
+        root.path(),
+        &[
+            host("badcfg", &[], &bad, &mihari, 20),
+            host("sf", &[], &damaged, &mihari, 20),
+        ],
+    );
+    let output = fleet_check(&fleet, true);
+    assert_eq!(output.status.code(), Some(3));
+    let merged: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let rules: Vec<&str> = merged["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        rules.iter().any(
+            |rule| rule.starts_with("badcfg: mihari there cannot assess its jobs: ")
+                && rule.contains("jobs.yaml:")
+                && rule.contains("bogus")
+        ),
+        "the refusal's first line, file:line:col and all: {rules:?}"
+    );
+    assert!(
+        rules
+            .iter()
+            .any(|rule| rule.starts_with("sf: UNKNOWN: its state store cannot be used: ")),
+        "{rules:?}"
+    );
+    let hosts = merged["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts[0]["reachable"], Value::Bool(true), "it answered");
+    assert_eq!(hosts[0]["exit"], Value::from(3));
+    assert_eq!(hosts[1]["store"]["state"], "fault", "{}", hosts[1]);
 }

@@ -110,6 +110,19 @@ fn a_death_is_a_new_line_at_once_and_a_write_that_changes_nothing_shown_is_none(
 }
 
 #[test]
+fn the_first_line_already_holds_the_checks_results() {
+    let (dir, _sleeper) = sandbox();
+    let jobs = dir.path().join("jobs.yaml");
+    let text = fs::read_to_string(&jobs).expect("read")
+        + "    checks:\n      - name: gaps\n        command: [\"sh\", \"-c\", \"exit 1\"]\n";
+    fs::write(&jobs, text).expect("write");
+    let (_follower, lines) = follow(dir.path(), None);
+    let first = lines.recv_timeout(Duration::from_secs(20)).expect("first");
+    assert_eq!(first["jobs"][0]["bucket"], "RED", "{first}");
+    assert_eq!(first["dispatch_held"], true, "{first}");
+}
+
+#[test]
 fn a_quiet_host_still_gets_a_line_every_heartbeat() {
     let (dir, _sleeper) = sandbox();
     let (_follower, lines) = follow(dir.path(), Some(400));
@@ -139,7 +152,8 @@ fn the_stream_ends_when_its_reader_goes() {
         .arg("--config")
         .arg(dir.path().join("jobs.yaml"))
         .args(["check", "--json", "--follow"])
-        .env("MIHARI_FOLLOW_HEARTBEAT_MS", "200")
+        // The default 30 s heartbeat: the end must not wait for the next line.
+        .env_remove("MIHARI_FOLLOW_HEARTBEAT_MS")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -154,7 +168,7 @@ fn the_stream_ends_when_its_reader_goes() {
             break status;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(5),
             "the follower outlived its reader"
         );
         std::thread::sleep(Duration::from_millis(20));

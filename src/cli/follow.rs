@@ -9,6 +9,7 @@
 //! The stream ends when its reader goes (a closed pipe: exit 0) or on SIGTERM/SIGINT.
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -103,6 +104,16 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
             });
         }
     }
+    // The stream ends as soon as its reader goes, not at its next line: a closed pipe shows
+    // as POLLERR on our end of it (a terminal that hangs up, as POLLHUP).
+    {
+        let sender = sender.clone();
+        std::thread::spawn(move || {
+            if reader_gone(std::io::stdout().as_fd()) {
+                let _ = sender.send(Input::Stop);
+            }
+        });
+    }
     let trigger_sender = sender.clone();
     let mut live = Live::new(
         config,
@@ -110,6 +121,9 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
             let _ = trigger_sender.send(Input::Trigger(trigger));
         }),
     )?;
+    // The checks run before the first line: a first line without their results would show
+    // a failing job as healthy for a moment.
+    live.engine.run_checks(None);
     let now = Utc::now();
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
@@ -163,6 +177,30 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
         }
         last_shown = view;
         last_at = Utc::now();
+    }
+}
+
+/// Blocks until the reader of `out` has gone (POLLERR or POLLHUP); `false` when that cannot be
+/// watched. A regular file never reports either, so a follower writing to one just runs on.
+fn reader_gone(out: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    loop {
+        let mut fds = [PollFd::new(out, PollFlags::empty())];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {
+                let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+                if revents.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                    return true;
+                }
+                if revents.contains(PollFlags::POLLNVAL) {
+                    return false;
+                }
+                // Woken with nothing to say: never spin.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return false,
+        }
     }
 }
 

@@ -28,11 +28,13 @@ pub struct HostReport {
     pub exit: Option<u8>,
     /// Why the host is not known: unreachable, no mihari there, its jobs file refused.
     pub error: Option<String>,
+    /// Whether the host's mihari answered at all (it may answer that it cannot assess).
+    pub reachable: bool,
 }
 
 impl HostReport {
     pub fn reachable(&self) -> bool {
-        self.report.is_some()
+        self.reachable
     }
 }
 
@@ -53,6 +55,7 @@ pub fn ask_all(fleet: &Fleet) -> Vec<HostReport> {
                     report: None,
                     exit: None,
                     error: Some(format!("{} could not be asked", host.name)),
+                    reachable: false,
                 })
             })
             .collect()
@@ -66,6 +69,7 @@ pub fn ask(host: &Host) -> HostReport {
         report: None,
         exit: None,
         error: Some(error),
+        reachable: false,
     };
     let answer = match remote::run(host, &["check", "--json"]) {
         Ok(answer) => answer,
@@ -91,6 +95,7 @@ pub fn ask(host: &Host) -> HostReport {
             report: Some(report),
             exit: Some(code),
             error: None,
+            reachable: true,
         },
         (Some(255), _) if !host.ssh.is_empty() => {
             failed(format!("{} unreachable: ssh said: {said}", host.name))
@@ -100,15 +105,37 @@ pub fn ask(host: &Host) -> HostReport {
             host.name,
             inert(&host.mihari)
         )),
-        (Some(3), None) => failed(format!(
-            "{}: mihari there cannot assess its jobs: {said}",
-            host.name
-        )),
+        // It answered: its jobs file (or store) is refused. The refusal's first line names
+        // file:line:col and why; the lines after it are the quoted source and a caret.
+        (Some(3), None) => HostReport {
+            exit: Some(3),
+            reachable: true,
+            ..failed(format!(
+                "{}: mihari there cannot assess its jobs: {}",
+                host.name,
+                first_words(&answer.stderr)
+            ))
+        },
         (code, _) => failed(format!(
             "{}: no report from mihari there ({}): {said}",
             host.name,
             code.map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}"))
         )),
+    }
+}
+
+/// The first non-empty line of what mihari said on stderr, made inert and kept short.
+fn first_words(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("(nothing on stderr)");
+    let line = inert(line.strip_prefix("mihari: ").unwrap_or(line));
+    if line.chars().count() > 300 {
+        line.chars().take(300).collect::<String>() + "…"
+    } else {
+        line
     }
 }
 
@@ -163,6 +190,18 @@ pub fn merge(hosts: &[HostReport]) -> Value {
             {
                 rules.push(Value::String(format!("{}: {}", host.name, inert(rule))));
             }
+            // A host whose store cannot be used answers UNKNOWN: say why, as its check does.
+            if report.pointer("/store/state").and_then(Value::as_str) == Some("fault") {
+                let why = report
+                    .pointer("/store/reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("its state store cannot be used");
+                rules.push(Value::String(format!(
+                    "{}: UNKNOWN: its state store cannot be used: {}",
+                    host.name,
+                    inert(why)
+                )));
+            }
             held |= report
                 .get("dispatch_held")
                 .and_then(Value::as_bool)
@@ -185,6 +224,7 @@ pub fn merge(hosts: &[HostReport]) -> Value {
             "name": host.name,
             "reachable": host.reachable(),
             "exit": host.exit,
+            "store": report.and_then(|r| r.get("store")).cloned().unwrap_or(Value::Null),
             "watcher": report.and_then(|r| r.get("watcher")).cloned().unwrap_or(Value::Null),
             "error": host.error,
         }));
@@ -347,6 +387,7 @@ mod tests {
             report: Some(report),
             exit: Some(exit),
             error: None,
+            reachable: true,
         }
     }
 
@@ -374,6 +415,7 @@ mod tests {
             report: None,
             exit: None,
             error: Some("c unreachable: ssh said: Connection refused".into()),
+            reachable: false,
         };
         let hosts = [a, b, c];
         let merged = merge(&hosts);

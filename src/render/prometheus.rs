@@ -173,6 +173,23 @@ pub fn exposition(snapshot: &Snapshot, jobs: &[JobSpec], writer: Writer) -> Stri
 
     family(
         t,
+        "mihari_job_eta_seconds",
+        "gauge",
+        "Seconds the job still needs at its current rate; no series when unknown.",
+    );
+    for row in &rows {
+        if let Some(eta) = row.eta_sec {
+            let _ = writeln!(
+                t,
+                "mihari_job_eta_seconds{{job_id=\"{}\"}} {}",
+                label(&row.id),
+                number((eta * 1000.0).round() / 1000.0)
+            );
+        }
+    }
+
+    family(
+        t,
         "mihari_job_restarts_total",
         "counter",
         "Restarts (spawns) of the job recorded in its host's event log, by anyone.",
