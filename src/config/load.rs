@@ -116,11 +116,43 @@ fn find_config_path_with(
     explicit: Option<&Path>,
     var: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PathBuf, ConfigError> {
+    find_file_with(explicit, &JOBS_FILE, var)
+}
+
+/// A file mihari reads from the operator's config folder, and how it is named in words.
+pub(super) struct ConfigFile {
+    /// The flag that names it (`--config`).
+    pub flag: &'static str,
+    /// The variable that names it (`MIHARI_CONFIG`).
+    pub variable: &'static str,
+    /// Its name under `mihari/` in the config folder (`jobs.yaml`).
+    pub name: &'static str,
+    /// What it is, in words ("the jobs file").
+    pub what: &'static str,
+}
+
+const JOBS_FILE: ConfigFile = ConfigFile {
+    flag: "--config",
+    variable: "MIHARI_CONFIG",
+    name: "jobs.yaml",
+    what: "the jobs file",
+};
+
+/// Where `file` is: `explicit` (its flag), else its variable, else
+/// `$XDG_CONFIG_HOME/mihari/NAME`, else `~/.config/mihari/NAME`; the first that is set wins.
+pub(super) fn find_file_with(
+    explicit: Option<&Path>,
+    file: &ConfigFile,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, ConfigError> {
     if let Some(explicit) = explicit {
         if explicit.as_os_str().is_empty() {
             return Err(ConfigError::without_position(
                 explicit,
-                "--config was given an empty path (''): pass the path of the jobs file",
+                format!(
+                    "{} was given an empty path (''): pass the path of {}",
+                    file.flag, file.what
+                ),
             ));
         }
         return Ok(explicit.to_path_buf());
@@ -130,19 +162,21 @@ fn find_config_path_with(
             .filter(|value| !value.is_empty())
             .map(PathBuf::from)
     };
-    if let Some(path) = set("MIHARI_CONFIG") {
+    if let Some(path) = set(file.variable) {
         return Ok(path);
     }
     if let Some(xdg) = set("XDG_CONFIG_HOME").filter(|p| p.is_absolute()) {
-        return Ok(xdg.join("mihari").join("jobs.yaml"));
+        return Ok(xdg.join("mihari").join(file.name));
     }
     if let Some(home) = set("HOME") {
-        return Ok(home.join(".config").join("mihari").join("jobs.yaml"));
+        return Ok(home.join(".config").join("mihari").join(file.name));
     }
     Err(ConfigError::without_position(
-        Path::new("$HOME/.config/mihari/jobs.yaml"),
-        "cannot tell where the jobs file is: none of --config, $MIHARI_CONFIG, \
-         $XDG_CONFIG_HOME, $HOME is set; pass --config",
+        &Path::new("$HOME/.config/mihari").join(file.name),
+        format!(
+            "cannot tell where {} is: none of {}, ${}, $XDG_CONFIG_HOME, $HOME is set; pass {}",
+            file.what, file.flag, file.variable, file.flag
+        ),
     ))
 }
 

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::diagnose::{Pos, Source, quote};
-use super::{ConfigError, check_folders, check_not_writable_by_others};
+use super::{ConfigError, ConfigFile, check_folders, check_not_writable_by_others, find_file_with};
 
 /// A fleet file larger than this is refused: a fleet of thousands of hosts fits.
 const MAX_FLEET_BYTES: u64 = 4 * 1024 * 1024;
@@ -82,35 +82,15 @@ fn find_fleet_path_with(
     explicit: Option<&Path>,
     var: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PathBuf, ConfigError> {
-    if let Some(explicit) = explicit {
-        if explicit.as_os_str().is_empty() {
-            return Err(ConfigError::without_position(
-                explicit,
-                "--fleet was given an empty path (''): pass the path of the fleet file",
-            ));
-        }
-        return Ok(explicit.to_path_buf());
-    }
-    let set = |name: &str| {
-        var(name)
-            .filter(|value| !value.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(path) = set("MIHARI_FLEET") {
-        return Ok(path);
-    }
-    if let Some(xdg) = set("XDG_CONFIG_HOME").filter(|p| p.is_absolute()) {
-        return Ok(xdg.join("mihari").join("fleet.yaml"));
-    }
-    if let Some(home) = set("HOME") {
-        return Ok(home.join(".config").join("mihari").join("fleet.yaml"));
-    }
-    Err(ConfigError::without_position(
-        Path::new("$HOME/.config/mihari/fleet.yaml"),
-        "cannot tell where the fleet file is: none of --fleet, $MIHARI_FLEET, \
-         $XDG_CONFIG_HOME, $HOME is set; pass --fleet",
-    ))
+    find_file_with(explicit, &FLEET_FILE, var)
 }
+
+const FLEET_FILE: ConfigFile = ConfigFile {
+    flag: "--fleet",
+    variable: "MIHARI_FLEET",
+    name: "fleet.yaml",
+    what: "the fleet file",
+};
 
 /// Reads, checks the permissions of, and validates the fleet file at `path`.
 pub fn load_fleet(path: &Path) -> Result<Fleet, ConfigError> {
