@@ -12,7 +12,6 @@
 //! a human: what it may not do, it escalates.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -39,12 +38,9 @@ use crate::store::{Actor, Kind, NewEvent, Store, StoreError};
 /// Exit code when another watcher already watches this state_dir.
 pub const EXIT_ALREADY_WATCHING: u8 = 75;
 
-/// Runs the watcher on the jobs file: long-running, or one pass with `once`.
-pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCode {
-    let config = match crate::cli::load_config(config_path) {
-        Ok(config) => config,
-        Err(code) => return code,
-    };
+/// Runs the watcher on the jobs file `config` was loaded from: long-running, or one pass
+/// with `once`.
+pub fn run(config: Config, once: bool, interval_sec: u64) -> ExitCode {
     // The whole file is checked once: a watcher never starts on a damaged store, where it
     // would read damage as "nothing recorded" (no cap spent, no claims).
     let opened = Store::open(&config.settings.state_dir, Actor::Watcher)
@@ -65,7 +61,7 @@ pub fn run(config_path: Option<&Path>, once: bool, interval_sec: u64) -> ExitCod
             let mut engine = crate::engine::Engine::new(config.clone());
             engine.run_checks(None);
             let snapshot = engine.refresh(None, Utc::now());
-            let _ = crate::cli::render_table(&snapshot, &mut std::io::stdout().lock());
+            let _ = crate::render::render_table(&snapshot, &mut std::io::stdout().lock());
             return ExitCode::from(status_code(&snapshot));
         }
         Ok(Acquired::Busy { why, .. }) => {
@@ -813,6 +809,6 @@ fn one_pass(config: Config, store: &mut Recorder, interval_sec: u64) -> ExitCode
         ));
     }
     let mut out = std::io::stdout().lock();
-    let _ = crate::cli::render_table(&after, &mut out);
+    let _ = crate::render::render_table(&after, &mut out);
     ExitCode::from(status_code(&after))
 }

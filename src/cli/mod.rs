@@ -232,7 +232,10 @@ pub fn run(cli: Cli) -> ExitCode {
         }) => fleet_check(fleet.as_deref(), json, &mut out),
         Some(Command::Watch { once, interval }) => {
             drop(out);
-            crate::watch::run(cli.config.as_deref(), once, interval)
+            match load_config(cli.config.as_deref()) {
+                Ok(config) => crate::watch::run(config, once, interval),
+                Err(code) => code,
+            }
         }
         Some(Command::Restart { job, yes }) => {
             decide::restart(cli.config.as_deref(), &job, yes, &mut out)
@@ -282,7 +285,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Man) => shell::man(&mut out),
         Some(Command::Tui) | None => {
             drop(out);
-            crate::tui::run(cli.config.as_deref())
+            match load_config(cli.config.as_deref()) {
+                Ok(config) => crate::tui::run_with(config),
+                Err(code) => code,
+            }
         }
     }
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::cli::{CheckFormat, assess_and_render, status_code};
 use crate::config;
+use crate::render::{CheckFormat, assess_and_render, status_code};
 
 /// The file that marks a folder as a demo sandbox, so `--dir` never writes into a folder
 /// that holds something else.

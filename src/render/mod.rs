@@ -1,16 +1,26 @@
 //! The renderers: one snapshot of every job, written as the text a reader other than the
-//! dashboard expects — Prometheus exposition (for `check --prometheus` and the watcher's
-//! textfile) and the Monitoring Plugins format (`check --nagios`).
+//! dashboard expects — the table, `check --json`'s object, Prometheus exposition (for
+//! `check --prometheus` and the watcher's textfile) and the Monitoring Plugins format
+//! (`check --nagios`) — and the exit code they share.
 //!
 //! Renderers only turn a [`Snapshot`](crate::engine::Snapshot) into bytes on a `Write`: they
 //! judge nothing, read nothing from the world and never import the command line, so the
 //! command line, the watcher, the demo and the fleet all print the same words.
 
+pub mod json;
 pub mod nagios;
 pub mod prometheus;
+pub mod table;
+
+pub use json::render_json;
+pub use table::{render_table, render_table_in};
+
+use std::io::{self, Write};
+
+use chrono::Utc;
 
 use crate::core::Bucket;
-use crate::engine::Snapshot;
+use crate::engine::{Engine, Snapshot};
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_WARNING: u8 = 1;
@@ -34,4 +44,36 @@ pub fn status_code(snapshot: &Snapshot) -> u8 {
         None if approvals => EXIT_WARNING,
         None => EXIT_OK,
     }
+}
+
+/// How `check` prints its snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckFormat {
+    Table,
+    Json,
+    Prometheus,
+    Nagios,
+}
+
+/// One assessment of every job (checks run first), written in `format`.
+pub fn assess_and_render(
+    config: crate::config::Config,
+    format: CheckFormat,
+    out: &mut impl Write,
+) -> (Snapshot, io::Result<()>) {
+    let mut engine = Engine::new(config);
+    engine.run_checks(None);
+    let snapshot = engine.snapshot(Utc::now());
+    let written = match format {
+        CheckFormat::Table => render_table(&snapshot, out),
+        CheckFormat::Json => render_json(&snapshot, out),
+        CheckFormat::Prometheus => prometheus::render(
+            &snapshot,
+            &engine.config().jobs,
+            prometheus::Writer::Check,
+            out,
+        ),
+        CheckFormat::Nagios => nagios::render(&snapshot, out),
+    };
+    (snapshot, written)
 }

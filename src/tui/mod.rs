@@ -15,7 +15,6 @@ pub mod theme;
 pub mod view;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -47,15 +46,6 @@ enum Input {
     Trigger(Trigger),
     Checks(CheckResultFor),
     Signal,
-}
-
-/// Loads the jobs file and runs the dashboard until the operator quits.
-pub fn run(config_path: Option<&Path>) -> ExitCode {
-    let config = match crate::cli::load_config(config_path) {
-        Ok(config) => config,
-        Err(code) => return code,
-    };
-    run_with(config)
 }
 
 /// Runs the dashboard on an already loaded jobs file.

@@ -1,0 +1,201 @@
+//! `check --json`'s object (SPEC §8): one line per snapshot, every job in action-list order
+//! with its fields, the dispatch hold, the rules of no one job, the store and the watcher.
+//! Text from jobs is made inert; times are RFC 3339 in UTC.
+
+use std::io::{self, Write};
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::core::text::inert;
+use crate::core::{Assessment, Bucket, CheckOutcome};
+use crate::engine::{Snapshot, WatcherStatus};
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    generated_at: String,
+    jobs: Vec<JsonJob<'a>>,
+    dispatch_held: bool,
+    /// Broken rules that belong to no job.
+    rules: Vec<String>,
+    store: JsonStore,
+    /// Whether a machine watcher watches these jobs (SPEC §8).
+    watcher: JsonWatcher,
+}
+
+/// The machine watcher as a script sees it: `state` one of `alive`, `passes` (`mihari watch
+/// --once` often enough), `gone` (it ran and nothing watches now: RED), `none_yet` or
+/// `unknown` (its lock cannot be judged), with what is known of it.
+#[derive(Serialize)]
+struct JsonWatcher {
+    state: &'static str,
+    pid: Option<u32>,
+    since: Option<String>,
+    last_pass_at: Option<String>,
+    reason: Option<String>,
+}
+
+fn json_watcher(watcher: &WatcherStatus) -> JsonWatcher {
+    let at = |t: &chrono::DateTime<Utc>| Some(t.to_rfc3339_opts(SecondsFormat::Millis, true));
+    let mut json = JsonWatcher {
+        state: "none_yet",
+        pid: None,
+        since: None,
+        last_pass_at: None,
+        reason: None,
+    };
+    match watcher {
+        WatcherStatus::Never => {}
+        WatcherStatus::Alive { pid, since } => {
+            json.state = "alive";
+            json.pid = Some(*pid).filter(|pid| *pid > 0);
+            json.since = at(since);
+        }
+        WatcherStatus::Passes { last, .. } => {
+            json.state = "passes";
+            json.last_pass_at = at(last);
+        }
+        WatcherStatus::Gone { why } => {
+            json.state = "gone";
+            json.reason = Some(inert(why));
+        }
+        WatcherStatus::Unknown { why } => {
+            json.state = "unknown";
+            json.reason = Some(inert(why));
+        }
+    }
+    json
+}
+
+/// Whether the state store can be used: `ok`; `fault` (check exits 3) or `writes_failing`
+/// (the watcher's writes fail: RED), with why.
+#[derive(Serialize)]
+struct JsonStore {
+    state: &'static str,
+    reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonJob<'a> {
+    id: &'a str,
+    state: &'static str,
+    bucket: Option<&'static str>,
+    liveness: Option<&'static str>,
+    pid: Option<u32>,
+    progress_age_sec: Option<f64>,
+    progress_source: Option<&'static str>,
+    done: Option<u64>,
+    expected_total: Option<u64>,
+    /// How far along, 0 to 100 (done of the total, or the percent the log prints).
+    percent: Option<f64>,
+    /// Items per second while it runs, as the job prints it (tqdm) or over the samples a
+    /// long-running engine kept (a one-off check has none); null when not known.
+    rate_per_sec: Option<f64>,
+    /// Seconds until done at that rate; 0 once done; null when not known.
+    eta_sec: Option<f64>,
+    /// The manifest's current phase; null without one.
+    phase: Option<String>,
+    /// How the last run `mihari run` recorded ended; null when none has ended.
+    last_exit: Option<JsonExit>,
+    /// Who paused the job, when and why; null when it is not paused.
+    paused: Option<JsonNote>,
+    reasons: Vec<String>,
+    checks: Vec<JsonCheck<'a>>,
+}
+
+/// A run's end: `code` when it exited, `signal` ("SIGTERM") when a signal ended it.
+#[derive(Serialize)]
+struct JsonExit {
+    at: String,
+    code: Option<i32>,
+    signal: Option<String>,
+}
+
+/// An operator's recorded decision: who, when, why.
+#[derive(Serialize)]
+struct JsonNote {
+    by: String,
+    at: String,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct JsonCheck<'a> {
+    name: &'a str,
+    result: &'static str,
+    detail: String,
+    at: String,
+}
+
+/// The object of SPEC §8: `generated_at`, `jobs` in action-list order, `dispatch_held`.
+pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    let report = JsonReport {
+        generated_at: snapshot
+            .generated_at
+            .to_rfc3339_opts(SecondsFormat::Millis, true),
+        jobs: snapshot.list.rows().map(json_job).collect(),
+        dispatch_held: snapshot.list.dispatch_held.is_some(),
+        rules: snapshot.list.rules.iter().map(|r| inert(r)).collect(),
+        store: JsonStore {
+            state: match (&snapshot.store_fault, &snapshot.store_writes_failing) {
+                (Some(_), _) => "fault",
+                (None, Some(_)) => "writes_failing",
+                (None, None) => "ok",
+            },
+            reason: snapshot
+                .store_fault
+                .as_deref()
+                .or(snapshot.store_writes_failing.as_deref())
+                .map(inert),
+        },
+        watcher: json_watcher(&snapshot.watcher),
+    };
+    serde_json::to_writer(&mut *out, &report)?;
+    writeln!(out)
+}
+
+fn json_job(row: &Assessment) -> JsonJob<'_> {
+    JsonJob {
+        id: &row.id,
+        state: row.state.as_str(),
+        bucket: row.bucket.map(Bucket::as_str),
+        liveness: row.liveness.map(|l| l.as_str()),
+        pid: row.pid,
+        progress_age_sec: row.progress_age_sec,
+        progress_source: row.progress_source.map(|s| s.as_str()),
+        done: row.done,
+        expected_total: row.expected_total,
+        percent: row.percent.map(|p| (p * 10.0).round() / 10.0),
+        rate_per_sec: row
+            .rate_per_sec
+            .map(|rate| (rate * 1000.0).round() / 1000.0),
+        eta_sec: row.eta_sec.map(f64::round),
+        phase: row.phase.as_deref().map(inert),
+        last_exit: row.last_exit.as_ref().map(|exit| JsonExit {
+            at: exit.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            code: exit.code,
+            signal: exit.signal.as_deref().map(inert),
+        }),
+        paused: row.paused.as_ref().map(|pause| JsonNote {
+            by: inert(&pause.by),
+            at: pause.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            reason: inert(&pause.reason),
+        }),
+        reasons: row
+            .held
+            .iter()
+            .chain(row.reasons.iter())
+            .map(|r| inert(r))
+            .collect(),
+        checks: row.checks.iter().map(json_check).collect(),
+    }
+}
+
+fn json_check(check: &CheckOutcome) -> JsonCheck<'_> {
+    JsonCheck {
+        name: &check.name,
+        result: check.result.as_str(),
+        detail: inert(&check.detail),
+        at: check.at.to_rfc3339_opts(SecondsFormat::Millis, true),
+    }
+}
