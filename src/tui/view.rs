@@ -1505,13 +1505,7 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
         " Tab moves · Enter answers · Esc cancels",
         theme.dim(),
     ));
-    let height = (lines.len() as u16 + 2).min(size.height);
-    let area = Rect::new(
-        size.x + (size.width.saturating_sub(width)) / 2,
-        size.y + (size.height.saturating_sub(height)) / 2,
-        width,
-        height,
-    );
+    let area = centered(size, width, lines.len() as u16 + 2);
     let title = format!(
         " {} '{}'? ",
         dialog.decision.verb(),
@@ -1562,13 +1556,7 @@ fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Fram
         ),
         theme.dim(),
     ));
-    let height = (lines.len() as u16 + 2).min(size.height);
-    let area = Rect::new(
-        size.x + (size.width.saturating_sub(width)) / 2,
-        size.y + (size.height.saturating_sub(height)) / 2,
-        width,
-        height,
-    );
+    let area = centered(size, width, lines.len() as u16 + 2);
     let title = format!(
         " approve or deny: which request of '{}'? ",
         inert(&chooser.job)
@@ -1746,4 +1734,16 @@ fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
         .take(usize::from(inner.height))
         .collect();
     frame.render_widget(Paragraph::new(shown), inner);
+}
+
+/// A box `width` wide and `height` tall (at most the screen's) in the middle of `size`: where
+/// a dialog goes.
+fn centered(size: Rect, width: u16, height: u16) -> Rect {
+    let height = height.min(size.height);
+    Rect::new(
+        size.x + (size.width.saturating_sub(width)) / 2,
+        size.y + (size.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    )
 }
