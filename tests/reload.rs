@@ -8,13 +8,16 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use mihari::store::{Actor, EventFilter, Store};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+mod common;
+use common::tmux::Tmux;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 
@@ -73,77 +76,6 @@ fn shows_row(screen: &str, id: &str) -> bool {
         .any(|line| line.split_whitespace().nth(1) == Some(id))
 }
 
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str) -> Tmux {
-        let found = Command::new("tmux").arg("-V").output();
-        assert!(
-            found.is_ok_and(|o| o.status.success()),
-            "tmux is needed for this test: apt-get install -y tmux"
-        );
-        let tmux = Tmux {
-            socket: format!("mihari-reload-{}-{name}", std::process::id()),
-        };
-        let out = tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "dash",
-            "-x",
-            "160",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(
-            out.status.success(),
-            "tmux: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "dash"]).stdout)
-            .into_owned()
-    }
-
-    /// Waits until the pane shows everything in `wanted`, or fails with what it showed.
-    fn wait_for(&self, wanted: &[&str], within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let screen = self.capture();
-            if wanted.iter().all(|w| screen.contains(w)) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                let missing: Vec<&&str> = wanted.iter().filter(|w| !screen.contains(**w)).collect();
-                panic!("the pane never showed {missing:?}; it showed:\n{screen}");
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
 #[test]
 fn the_dashboard_follows_the_jobs_file_and_keeps_the_last_good_one_when_a_save_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,7 +86,7 @@ fn the_dashboard_follows_the_jobs_file_and_keeps_the_last_good_one_when_a_save_i
     fs::write(&jobs, jobs_file("", &["alpha"])).unwrap();
     fs::set_permissions(&jobs, fs::Permissions::from_mode(0o600)).unwrap();
     let command = format!("{BIN} --config {}; sleep 60", jobs.display());
-    let tmux = Tmux::start("dash", &command);
+    let tmux = Tmux::start("dash", 160, 40, &command);
     tmux.wait_for(&["alpha", "1 jobs"], Duration::from_secs(20));
 
     // A job appended in place appears.

@@ -12,89 +12,14 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+use common::tmux::Tmux;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 const PYTHON: &str = "/usr/bin/python3";
-
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, width: u16, height: u16, command: &str) -> Tmux {
-        let found = Command::new("tmux").arg("-V").output();
-        assert!(
-            found.is_ok_and(|o| o.status.success()),
-            "tmux is needed for this test: apt-get install -y tmux"
-        );
-        let tmux = Tmux {
-            socket: format!("mihari-tail-{}-{name}", std::process::id()),
-        };
-        let out = tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "tail",
-            "-x",
-            &width.to_string(),
-            "-y",
-            &height.to_string(),
-            command,
-        ]);
-        assert!(
-            out.status.success(),
-            "tmux: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "tail"]).stdout)
-            .into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for key in keys {
-            self.run(&["send-keys", "-t", "tail", key]);
-            thread::sleep(Duration::from_millis(150));
-        }
-    }
-
-    fn wait_for(&self, wanted: &[&str], within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let screen = self.capture();
-            if wanted.iter().all(|w| screen.contains(w)) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                let missing: Vec<&&str> = wanted.iter().filter(|w| !screen.contains(**w)).collect();
-                panic!("the pane never showed {missing:?}; it showed:\n{screen}");
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
 
 /// 320 lines, a tqdm bar of 300 steps redrawn with '\r', and a crash at step 150.
 const CRASHING_RUN: &str = "import sys\nfrom tqdm import tqdm\n\

@@ -5,94 +5,12 @@
 //! Needs tmux: `.ci/run` installs it (`apt-get install -y tmux`) when it is missing.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, width: u16, height: u16, command: &str) -> Tmux {
-        let found = Command::new("tmux").arg("-V").output();
-        assert!(
-            found.is_ok_and(|o| o.status.success()),
-            "tmux is needed for this test: apt-get install -y tmux"
-        );
-        let tmux = Tmux {
-            socket: format!("mihari-test-{}-{name}", std::process::id()),
-        };
-        let out = tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "demo",
-            "-x",
-            &width.to_string(),
-            "-y",
-            &height.to_string(),
-            command,
-        ]);
-        assert!(
-            out.status.success(),
-            "tmux: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn capture(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "demo"]).stdout)
-            .into_owned()
-    }
-
-    /// Sends keys one at a time, as a person would: two escapes sent together could read as
-    /// one Alt-Escape.
-    fn keys(&self, keys: &[&str]) {
-        for key in keys {
-            self.run(&["send-keys", "-t", "demo", key]);
-            thread::sleep(Duration::from_millis(150));
-        }
-    }
-
-    fn title(&self) -> String {
-        let out = self.run(&["display-message", "-p", "-t", "demo", "#{pane_title}"]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Waits until the pane shows everything in `wanted`, or fails with what it showed.
-    fn wait_for(&self, wanted: &[&str], within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let screen = self.capture();
-            if wanted.iter().all(|w| screen.contains(w)) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                let missing: Vec<&&str> = wanted.iter().filter(|w| !screen.contains(**w)).collect();
-                panic!("the pane never showed {missing:?}; it showed:\n{screen}");
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
+mod common;
+use common::tmux::Tmux;
 
 fn live_processes_mentioning(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
