@@ -176,3 +176,29 @@ fn a_bad_jobs_file_is_unknown_with_exit_3() {
         "stderr names file:line:col"
     );
 }
+
+/// A typo in a service definition must read as UNKNOWN (3) with a line Nagios shows, not as
+/// clap's usage exit 2, which a plugin's caller takes for CRITICAL and pages someone.
+#[test]
+fn a_usage_error_under_nagios_is_unknown_with_exit_3_and_a_first_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    jobs(root, "  - id: a\n    log: /nonexistent/a.log\n");
+    for args in [
+        &["check", "--nagios", "--follow"][..],
+        &["check", "--nagios", "--json"][..],
+        &["check", "--nagios", "--bogus"][..],
+    ] {
+        let output = mihari(root, args);
+        assert_eq!(output.status.code(), Some(3), "{args:?}: {output:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.starts_with("MIHARI UNKNOWN - usage: ") && stdout.lines().count() == 1,
+            "{args:?}: {stdout}"
+        );
+        assert!(!output.stderr.is_empty(), "clap's own message stays on stderr");
+    }
+    // Without --nagios a usage error keeps clap's code, and --follow stays --json's alone.
+    let output = mihari(root, &["check", "--prometheus", "--follow"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+}

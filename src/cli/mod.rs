@@ -53,7 +53,7 @@ pub enum Command {
         nagios: bool,
         /// With --json: one object per line, a new one whenever anything shown changes,
         /// and at least every 30 s; runs until its reader goes or SIGTERM/SIGINT.
-        #[arg(long, requires = "json")]
+        #[arg(long, requires = "json", conflicts_with_all = ["prometheus", "nagios"])]
         follow: bool,
     },
     /// A sandbox of real, simulated jobs showing every state and bucket, with the
