@@ -366,3 +366,77 @@ fn another_user_may_not_adopt_a_root_process_and_is_told_to_use_sudo() {
         text(&out.stdout)
     );
 }
+
+/// tqdm draws its bar on standard error: a job whose stdout goes to one file and whose
+/// stderr goes to another is read from the one that holds the progress, and the stanza
+/// offers the preset that reads it — `check` then shows its done and total.
+#[test]
+fn a_tqdm_job_writing_its_bar_to_stderr_is_adopted_with_that_file_and_the_tqdm_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import sys, time\nfrom tqdm import tqdm\nprint('starting', flush=True)\n\
+                  for i in tqdm(range(100000), mininterval=0.05):\n    time.sleep(0.01)\n";
+    let out = fs::File::create(dir.path().join("out.txt")).unwrap();
+    let err = fs::File::create(dir.path().join("bar.log")).unwrap();
+    let child = Command::new(PYTHON)
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start python3 with tqdm (apt-get install -y python3-tqdm)");
+    let procs = Procs(vec![child]);
+    let pid = procs.0[0].id();
+    wait_for_output(&dir.path().join("bar.log"));
+    // "starting" is written last to out.txt only if tqdm is slow; make stdout the newer file
+    // so the choice is by what the file holds, not by which was written last.
+    thread::sleep(Duration::from_millis(300));
+    fs::write(dir.path().join("out.txt"), "starting\n").unwrap();
+
+    let out = adopt(&[&pid.to_string(), "--id", "bar"]);
+    let stanza = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stanza}{}", text(&out.stderr));
+    assert!(stanza.contains("preset: tqdm"), "{stanza}");
+    assert!(
+        stanza.contains("out.txt"),
+        "the other file is named:\n{stanza}"
+    );
+    let config_path = jobs_file(dir.path(), &stanza);
+    let config = mihari::config::load(&config_path)
+        .unwrap_or_else(|e| panic!("the stanza does not load: {e}\n{stanza}"));
+    assert_eq!(
+        config.jobs[0].log.as_deref(),
+        Some(dir.path().join("bar.log").as_path())
+    );
+    let row = check_row(&config_path, "bar");
+    assert_eq!(row["state"], "RUNNING", "{row:#}\n{stanza}");
+    assert_eq!(row["expected_total"].as_u64(), Some(100000), "{row:#}");
+    assert!(row["done"].as_u64().is_some_and(|done| done > 0), "{row:#}");
+}
+
+/// A script fed through a descriptor (`bash <(...)`) is named after its runner, not `63`.
+#[test]
+fn a_script_read_from_a_descriptor_is_named_after_its_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Command::new("bash")
+        .arg("-c")
+        .arg("bash <(echo 'while true; do echo tick; sleep 1; done') > out.log 2>&1 & echo $!")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("start the loop");
+    let pid: u32 = text(&started.stdout).trim().parse().expect("its pid");
+    let _kill = KillOnDrop(pid);
+    wait_for_output(&dir.path().join("out.log"));
+    let cmdline = text(&fs::read(format!("/proc/{pid}/cmdline")).unwrap());
+    assert!(cmdline.contains("/dev/fd/"), "{cmdline:?}");
+    let out = adopt(&[&pid.to_string()]);
+    let stanza = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stanza}{}", text(&out.stderr));
+    assert!(stanza.contains("  - id: bash\n"), "{stanza}");
+    assert!(
+        stanza.contains("a restart\n      # cannot read it again"),
+        "{stanza}"
+    );
+}

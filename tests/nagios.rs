@@ -196,7 +196,10 @@ fn a_usage_error_under_nagios_is_unknown_with_exit_3_and_a_first_line() {
             stdout.starts_with("MIHARI UNKNOWN - usage: ") && stdout.lines().count() == 1,
             "{args:?}: {stdout}"
         );
-        assert!(!output.stderr.is_empty(), "clap's own message stays on stderr");
+        assert!(
+            !output.stderr.is_empty(),
+            "clap's own message stays on stderr"
+        );
     }
     // Without --nagios a usage error keeps clap's code, and --follow stays --json's alone.
     let output = mihari(root, &["check", "--prometheus", "--follow"]);

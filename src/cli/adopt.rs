@@ -16,6 +16,8 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 
+use crate::config::LogProgress;
+use crate::core::Reading;
 use crate::core::text::inert;
 use crate::probe::inspect::{self, Output, Portrait, Refusal, Target};
 
@@ -156,6 +158,9 @@ pub fn default_id(argv: &[Vec<u8>]) -> String {
                 name = module;
                 break;
             }
+            // A script fed through a file descriptor (`bash <(curl ...)`, `bash /dev/fd/3`)
+            // has no name of its own: the job is named after its runner.
+            Some((script, false)) if is_descriptor_path(&script) => break,
             Some(_) => at = next,
             None => break,
         }
@@ -165,6 +170,14 @@ pub fn default_id(argv: &[Vec<u8>]) -> String {
         _ => name,
     };
     crate::config::suggest_id(&stem).unwrap_or_else(|| "adopted".to_string())
+}
+
+/// A path that names an open file descriptor or standard input, not a file with a name.
+fn is_descriptor_path(path: &str) -> bool {
+    ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+        || matches!(path, "/dev/stdin" | "-")
 }
 
 fn base_name(path: &str) -> String {
@@ -319,6 +332,13 @@ pub fn stanza(portrait: &Portrait, id: &str, now: chrono::DateTime<Utc>) -> Resu
             .into(),
     );
     say("      # appended to the log above.".into());
+    if let Some(fed) = argv.iter().find(|arg| is_descriptor_path(arg)) {
+        say(format!(
+            "      # DECIDE: it reads '{}', a file descriptor its parent opened: a restart",
+            inert(fed)
+        ));
+        say("      # cannot read it again. Save the script to a file and run that instead.".into());
+    }
     let quoted: Vec<String> = argv.iter().map(|arg| yaml_quoted(arg)).collect();
     say(format!("      command: [{}]", quoted.join(", ")));
     match path_text(&portrait.cwd.path) {
@@ -382,9 +402,38 @@ fn log_lines(portrait: &Portrait, id: &str) -> Vec<String> {
     }
     let mut lines = Vec::new();
     let (stdout, stderr) = (&portrait.stdout, &portrait.stderr);
-    let chosen: Option<(String, &Target, &str)> = file(stdout)
-        .map(|(p, t)| (p, t, "standard output"))
-        .or_else(|| file(stderr).map(|(p, t)| (p, t, "standard error")));
+    let out = file(stdout).map(|(p, t)| (p, t, "standard output"));
+    let err = file(stderr).map(|(p, t)| (p, t, "standard error"));
+    let progress_of = |chosen: &Option<(String, &Target, &str)>| {
+        chosen
+            .as_ref()
+            .and_then(|(path, _, _)| printed_progress(Path::new(path)))
+    };
+    // Two files: the one it prints progress to (tqdm writes to standard error), else the one
+    // written last, else standard output.
+    let (chosen, progress) = match (&out, &err) {
+        (Some(_), Some(_)) if stdout != stderr => {
+            let (out_progress, err_progress) = (progress_of(&out), progress_of(&err));
+            let err_first = match (&out_progress, &err_progress) {
+                (None, Some(_)) => true,
+                (Some(_), _) => false,
+                (None, None) => {
+                    written_at(&err.as_ref().expect("a file").0)
+                        > written_at(&out.as_ref().expect("a file").0)
+                }
+            };
+            if err_first {
+                (err, err_progress)
+            } else {
+                (out, out_progress)
+            }
+        }
+        _ => {
+            let chosen = out.or(err);
+            let progress = progress_of(&chosen);
+            (chosen, progress)
+        }
+    };
     match chosen {
         Some((path, target, which)) => {
             if stdout == stderr {
@@ -413,6 +462,18 @@ fn log_lines(portrait: &Portrait, id: &str) -> Vec<String> {
                 );
             }
             lines.push(format!("    log: {}", yaml_quoted(&path)));
+            if let Some((preset, frame)) = progress {
+                lines.push(format!(
+                    "    # DECIDE: its log prints progress that preset '{preset}' reads, as in"
+                ));
+                lines.push(format!("    #   {frame}"));
+                lines.push(
+                    "    # keep log_progress if that is its progress, or write a pattern (README)."
+                        .to_string(),
+                );
+                lines.push("    log_progress:".to_string());
+                lines.push(format!("      preset: {preset}"));
+            }
         }
         None => {
             let folder = path_text(&portrait.cwd.path)
@@ -440,6 +501,32 @@ fn log_lines(portrait: &Portrait, id: &str) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The preset (tqdm first: its frames also hold a fraction and a percent) that reads progress
+/// from what the log at `path` printed last, and the frame it read, inert and short.
+fn printed_progress(path: &Path) -> Option<(&'static str, String)> {
+    let mut reader = crate::probe::log_progress::LogProgressReader::default();
+    [
+        (LogProgress::Tqdm, "tqdm"),
+        (LogProgress::Fraction, "fraction"),
+        (LogProgress::Percent, "percent"),
+    ]
+    .into_iter()
+    .find_map(|(spec, name)| match reader.read(path, &spec) {
+        Reading::Found(found) if found.from.is_none() => {
+            let frame: String = found.frame.trim().chars().take(72).collect();
+            Some((name, frame))
+        }
+        _ => None,
+    })
+}
+
+/// When the file at `path` was last written; the epoch when it cannot be told.
+fn written_at(path: &str) -> std::time::SystemTime {
+    std::fs::metadata(path)
+        .and_then(|meta| meta.modified())
+        .unwrap_or(std::time::UNIX_EPOCH)
 }
 
 /// The stanza loads as the jobs file loader reads it, and its pattern matches the process's
@@ -477,7 +564,7 @@ mod tests {
 
     #[test]
     fn the_id_is_named_after_what_a_runner_runs() {
-        let rows: [(&[&str], &str); 9] = [
+        let rows: [(&[&str], &str); 11] = [
             (
                 &["/usr/bin/python3", "-u", "/srv/train.py", "--lr", "1"],
                 "train",
@@ -490,6 +577,11 @@ mod tests {
             (&["./データ"], "adopted"),
             (&["sh", "./run nightly.sh"], "run_nightly"),
             (&["env", "A=1", "node", "server.js"], "server"),
+            (&["bash", "/dev/fd/63"], "bash"),
+            (
+                &["/usr/bin/python3", "/proc/self/fd/3", "--n", "2"],
+                "python3",
+            ),
         ];
         for (words, id) in rows {
             assert_eq!(default_id(&argv(words)), id, "{words:?}");
