@@ -517,7 +517,7 @@ fn approval_json(approval: &Approval) -> serde_json::Value {
 }
 
 /// The approvals as a table: key (whole: the operator types it back), job, step, state,
-/// age, summary.
+/// age, who asked ('—' for a request from before mihari kept it), summary.
 pub fn render_approvals(
     approvals: &[Approval],
     all: bool,
@@ -542,12 +542,15 @@ pub fn render_approvals(
                 inert(&a.step),
                 a.state.as_str().to_string(),
                 fmt_secs(age),
+                a.requested_by
+                    .as_deref()
+                    .map_or_else(|| "—".to_string(), inert),
                 inert(&a.summary),
             ]
         })
         .collect();
     write_table(
-        &["KEY", "JOB", "STEP", "STATE", "AGE", "SUMMARY"],
+        &["KEY", "JOB", "STEP", "STATE", "AGE", "ASKED BY", "SUMMARY"],
         &rows,
         out,
     )

@@ -1334,6 +1334,8 @@ fn approval_decision(
         step: pending.step.clone(),
         summary: pending.summary.clone(),
         reason: None,
+        requested_by: pending.requested_by.clone(),
+        requested: pending.requested,
     };
     Ok(if action == Action::Deny {
         Decision::Deny(plan)
