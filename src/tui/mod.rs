@@ -154,6 +154,17 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                         });
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
                 }
+                Command::ProposeMarker { job, path } => {
+                    let engine = &live.engine;
+                    let proposed = engine
+                        .propose_marker(&job, Some(&path), false, Utc::now())
+                        .map_err(|why| {
+                            let verb = Action::ReleaseMarker.verb();
+                            effect::refuse(&job, verb, &why, engine.config(), Actor::Operator)
+                                .message
+                        });
+                    commands.push(update(&mut model, Msg::Proposed(proposed)));
+                }
                 Command::Execute(decision) => {
                     // Up to the grace period for a restart: never on the event loop.
                     let config = live.engine.config().clone();
