@@ -112,6 +112,8 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     let mut commands = vec![update(&mut model, Msg::Snapshot(first))];
     let mut settled = false;
     let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
+    // Loads of the jobs file not yet recorded in the event log.
+    let mut unrecorded: Vec<Reload> = Vec::new();
 
     loop {
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
@@ -210,6 +212,11 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 .map_err(|e| e.to_string())?;
             model.dirty = false;
         }
+        // Recorded once the new screen is out: the store's write (and its fsync) is not
+        // between a save of the jobs file and the screen that shows it.
+        for reload in unrecorded.drain(..) {
+            record_reload(&live, &reload);
+        }
         if !settled {
             settled = true;
             model.snapshot = None;
@@ -273,7 +280,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 let jobs = live.engine.config().jobs.clone();
                 commands.push(update(&mut model, Msg::Jobs(jobs)));
             }
-            record_reload(&live, &reload);
+            unrecorded.push(reload);
         }
         if let Some(fresh) = applied {
             report_unwatched(&live, &mut model);
