@@ -119,7 +119,13 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
         for command in pending {
             match command {
-                Command::Quit => return Ok(()),
+                Command::Quit => {
+                    // A save seen in the same moment as the quit is still recorded.
+                    for reload in unrecorded.drain(..) {
+                        record_reload(&live, &reload);
+                    }
+                    return Ok(());
+                }
                 Command::LoadTail { job, path } => {
                     let (lines, earlier) = log_tail(&path, TAIL_LINES);
                     commands.push(update(
@@ -204,6 +210,9 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             continue;
         }
         if model.quit {
+            for reload in unrecorded.drain(..) {
+                record_reload(&live, &reload);
+            }
             return Ok(());
         }
         if model.dirty {
