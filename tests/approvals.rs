@@ -134,3 +134,106 @@ fn each_pending_approval_is_proposed_by_its_key_and_a_decided_one_is_refused() {
         .expect("still pending");
     assert_eq!(key_of(&first), "k-first");
 }
+
+/// Who asked is a column of `mihari approval list`: the operator deciding from a shell
+/// sees whether the request came from the job's own user or from a colleague, and a request
+/// made before mihari kept who asks says so instead of leaving a blank.
+#[test]
+fn approval_list_names_who_asked_each_request() {
+    let sandbox = Sandbox::new();
+    sandbox.request("publish", "k-mine");
+    {
+        let mut store = mihari::store::Store::open(
+            &sandbox.dir.path().join("state"),
+            mihari::store::Actor::Job,
+        )
+        .expect("the store opens");
+        store
+            .request_approval_by(
+                "publisher",
+                "delete",
+                "k-alice",
+                "delete things",
+                Some("alice"),
+            )
+            .expect("recorded");
+        store
+            .request_approval("publisher", "rotate", "k-old", "rotate things")
+            .expect("recorded");
+    }
+    let me = String::from_utf8(
+        Command::new("id")
+            .arg("-un")
+            .output()
+            .expect("id runs")
+            .stdout,
+    )
+    .expect("a user name")
+    .trim()
+    .to_string();
+    let (code, table) = sandbox.mihari(&["approval", "list"]);
+    assert_eq!(code, 0, "{table}");
+    let header = table.lines().next().expect("a header");
+    assert!(header.contains("ASKED BY"), "{table}");
+    let row = |key: &str| {
+        table
+            .lines()
+            .find(|line| line.starts_with(key))
+            .unwrap_or_else(|| panic!("a row for {key} in {table}"))
+            .to_string()
+    };
+    assert!(row("k-alice").contains(" alice "), "{table}");
+    assert!(row("k-mine").contains(&format!(" {me} ")), "{table}");
+    assert!(row("k-old").contains(" — "), "{table}");
+}
+
+/// The approve dialog says who asked, beside the step and the key: approving a colleague's
+/// deletion is a different decision from approving one's own.
+#[test]
+fn the_approve_confirmation_says_who_asked() {
+    let sandbox = Sandbox::new();
+    {
+        let mut store = mihari::store::Store::open(
+            &sandbox.dir.path().join("state"),
+            mihari::store::Actor::Job,
+        )
+        .expect("the store opens");
+        store
+            .request_approval_by(
+                "publisher",
+                "delete",
+                "k-alice",
+                "delete things",
+                Some("alice"),
+            )
+            .expect("recorded");
+        store
+            .request_approval("publisher", "rotate", "k-old", "rotate things")
+            .expect("recorded");
+    }
+    let engine = sandbox.engine();
+    let now = Utc::now();
+    let asked_by = |key: &str| {
+        let decision = engine
+            .propose_approval(Action::Approve, "publisher", key, now)
+            .expect("proposed");
+        decision
+            .describe(now)
+            .into_iter()
+            .find(|(label, _)| label == "asked by")
+            .map(|(_, value)| value)
+            .unwrap_or_else(|| panic!("no 'asked by' line for {key}"))
+    };
+    let alice = asked_by("k-alice");
+    assert!(alice.starts_with("alice"), "{alice}");
+    assert!(alice.contains("ago"), "{alice}");
+    let old = asked_by("k-old");
+    assert!(old.contains("not recorded"), "{old}");
+
+    // And from a shell: the same confirmation, printed before the typed job id.
+    let (_, said) = sandbox.mihari(&["approval", "approve", "k-alice"]);
+    assert!(
+        said.contains("asked by") && said.contains("alice"),
+        "{said}"
+    );
+}

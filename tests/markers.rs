@@ -519,3 +519,73 @@ fn a_marker_in_a_folder_another_user_owns_is_a_fault_and_never_removed() {
         "a marker in another user's folder was removed"
     );
 }
+
+/// Two stale markers of one job: the bare `release-marker j` would be refused ("name the one
+/// to release"), so each marker's reason suggests the command naming its own path; a job
+/// with one stale marker keeps the bare command.
+#[test]
+fn several_stale_markers_each_suggest_the_command_naming_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.marker");
+    let second = dir.path().join("second marker");
+    for path in [&first, &second] {
+        fs::write(path, "").unwrap();
+        age(path, 7200);
+    }
+    let sandbox = Sandbox::new(&format!(
+        "{}{}",
+        marker(&first, 1800),
+        marker(&second, 1800)
+    ));
+    let row = sandbox.row();
+    assert_eq!(row["bucket"], "STALE", "{row:#}");
+    let why = reasons(&row);
+    assert!(
+        why.contains(&format!("(mihari release-marker j '{}')", first.display())),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!("(mihari release-marker j '{}')", second.display())),
+        "{why}"
+    );
+    assert!(!why.contains("(mihari release-marker j)"), "{why}");
+    // The suggestion works as printed (the path with a space is quoted for the shell).
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{BIN} --config '{}' release-marker j '{}' --yes",
+            sandbox.config().display(),
+            second.display()
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(!second.exists() && first.exists());
+
+    // One left stale: the bare command is enough again.
+    let why = reasons(&sandbox.row());
+    assert!(why.contains("(mihari release-marker j)"), "{why}");
+}
+
+/// `check --nagios` names the stale marker on the job's STALE line (its path and age), not
+/// the state's own words, which say nothing of why the job is STALE.
+#[test]
+fn check_nagios_names_the_stale_marker_on_the_stale_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.marker");
+    fs::write(&old, "").unwrap();
+    age(&old, 7200);
+    let sandbox = Sandbox::new(&marker(&old, 1800));
+    let out = sandbox.mihari(&["check", "--nagios"]);
+    let text = text(&out.stdout);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("STALE j: "))
+        .unwrap_or_else(|| panic!("a STALE line for j: {}", said(&out)));
+    assert!(
+        line.contains(&format!(" - marker '{}' is 2 h", old.display())),
+        "{line}"
+    );
+    assert!(line.contains("stale_after_sec 1800"), "{line}");
+}

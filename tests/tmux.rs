@@ -397,3 +397,108 @@ fn the_marker_key_shows_what_happened_then_removes_the_stale_marker_only_when_co
         assert!(events.contains(kind), "no {kind} in:\n{events}");
     }
 }
+
+/// Two stale markers of one job: M opens a chooser among them (as `a` does among
+/// approvals), not the first one's dialog; the second is chosen, shown and released, and
+/// the first stays. The detail's reasons name each marker's path in the command they
+/// suggest; with one left, the bare command again.
+#[test]
+fn the_marker_key_chooses_among_several_stale_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.marker");
+    let second = dir.path().join("second.marker");
+    for (path, content) in [
+        (&first, "left by worker-1\n"),
+        (&second, "left by worker-2\n"),
+    ] {
+        std::fs::write(path, content).unwrap();
+        let aged = Command::new("touch")
+            .arg("-d")
+            .arg("2 hours ago")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(aged.success());
+    }
+    let config = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n  - id: resumer\n    log: {}\n    \
+             should_run_when: [not_succeeded]\n    markers:\n      - {{ path: '{}', \
+             stale_after_sec: 1800 }}\n      - {{ path: '{}', stale_after_sec: 1800 }}\n",
+            dir.path().join("state").display(),
+            dir.path().join("resumer.log").display(),
+            first.display(),
+            second.display()
+        ),
+    )
+    .unwrap();
+    let binary = env!("CARGO_BIN_EXE_mihari");
+    let command = format!(
+        "{binary} --config {}; echo DASHBOARD-EXITED-$?; sleep 60",
+        config.display()
+    );
+    let tmux = Tmux::start("markers", 160, 44, &command);
+    tmux.wait_for(&["STALE", "resumer", "q quit"], Duration::from_secs(30));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(
+        &[
+            "Markers",
+            &format!("release-marker resumer '{}'", second.display()),
+        ],
+        Duration::from_secs(10),
+    );
+
+    tmux.keys(&["M"]);
+    let chooser = tmux.wait_for(
+        &[
+            "which marker of 'resumer'?",
+            &format!("› 1 marker '{}'", first.display()),
+            &format!("  2 marker '{}'", second.display()),
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(
+        !chooser.contains("[ Release ]"),
+        "a chooser, not a dialog: {chooser}"
+    );
+    // Esc decides nothing.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for(&["no marker chosen"], Duration::from_secs(10));
+    assert!(first.exists() && second.exists());
+
+    // Down, Enter: the second one's dialog, with its content; Tab to Release, Enter.
+    tmux.keys(&["M"]);
+    tmux.wait_for(&["which marker of 'resumer'?"], Duration::from_secs(10));
+    tmux.keys(&["Down", "Enter"]);
+    let dialog = tmux.wait_for(
+        &[
+            "release marker 'resumer'?",
+            "left by worker-2",
+            "[ Release ]",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(!dialog.contains("which marker"), "{dialog}");
+    tmux.keys(&["Tab", "Enter"]);
+    tmux.wait_for(&["was removed"], Duration::from_secs(10));
+    assert!(!second.exists(), "the chosen marker is released");
+    assert!(first.exists(), "the other one is left alone");
+
+    // One stale marker left: M goes straight to its dialog, and the reason is the bare
+    // command again.
+    let detail = tmux.wait_for(
+        &["release it (mihari release-marker", "resumer)"],
+        Duration::from_secs(10),
+    );
+    assert!(!detail.contains("release-marker resumer '"), "{detail}");
+    tmux.keys(&["M"]);
+    tmux.wait_for(
+        &["release marker 'resumer'?", "left by worker-1"],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
+}

@@ -571,6 +571,8 @@ fn approval_plan() -> Decision {
         step: "publish".into(),
         summary: "publish 3 articles to the main feed".into(),
         reason: None,
+        requested_by: Some("alice".into()),
+        requested: now() - Duration::minutes(10),
     })
 }
 

@@ -213,6 +213,8 @@ fn on_approval(
         step: inert(&request.step),
         summary: inert(&request.summary),
         reason: deny_reason.map(inert),
+        requested_by: request.requested_by.as_deref().map(inert),
+        requested: request.requested,
     };
     if request.state != ApprovalState::Pending {
         let verb = if deny_reason.is_some() {

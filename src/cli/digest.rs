@@ -33,14 +33,20 @@ pub struct DigestArgs {
     /// Every digest, delivered ones included, and the queue not cut yet.
     #[arg(long)]
     pub all: bool,
+    /// The state folder whose store to read (settings.state_dir), instead of the one the
+    /// jobs file names: for a jobs file too broken to say.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(config: Option<&Path>, args: DigestArgs, out: &mut impl Write) -> ExitCode {
-    let config = match super::load_config(config) {
-        Ok(config) => config,
+    // A refused jobs file does not stop it: the store its settings name is read, as `events`
+    // does.
+    let store_at = match super::jobside::store_for_reading(config, args.state_dir.as_deref()) {
+        Ok(store_at) => store_at,
         Err(code) => return code,
     };
-    let store = match Store::open(&config.settings.state_dir, Actor::Cli) {
+    let store = match Store::open(&store_at.state_dir, Actor::Cli) {
         Ok(store) => store,
         Err(error) => return refuse(&error.to_string()),
     };
@@ -54,7 +60,7 @@ pub fn run(config: Option<&Path>, args: DigestArgs, out: &mut impl Write) -> Exi
     let view = View {
         digests: &digests,
         pending: &pending,
-        next_cut: next_cut(Utc::now(), config.settings.digest_at),
+        next_cut: next_cut(Utc::now(), store_at.digest_at),
         all: args.all,
     };
     let written = if args.json {

@@ -131,6 +131,90 @@ pub struct EventsArgs {
     /// RFC 3339 time, or an age such as 30m, 2h, 7d.
     #[arg(long)]
     pub since: Option<String>,
+    /// The state folder whose store to read (settings.state_dir), instead of the one the
+    /// jobs file names: for a jobs file too broken to say.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Where a command that only reads the store (`events`, `digest`) finds it, and the digest
+/// hour it keeps.
+pub(super) struct StoreAt {
+    pub state_dir: PathBuf,
+    pub digest_at: chrono::NaiveTime,
+}
+
+/// The store for `events` and `digest`: the folder `--state-dir` names, else the one the
+/// jobs file's settings name. A refused jobs file (a bad edit) does not stop them: the event
+/// log is what the operator needs then. Its settings are read on their own (or the default
+/// state folder, when it names none), and stderr says the file is refused and which store is
+/// read. A store is only ever read where one exists, never created; when none can be found
+/// the refusal names the folder looked in and how to name the right one (exit 3).
+pub(super) fn store_for_reading(
+    config: Option<&Path>,
+    state_dir: Option<&Path>,
+) -> Result<StoreAt, ExitCode> {
+    let found = crate::config::find_config_path(config);
+    let loaded = found.clone().and_then(|path| crate::config::load(&path));
+    let settings = match &loaded {
+        Ok(config) => Some(config.settings.clone()),
+        Err(_) => found
+            .as_ref()
+            .ok()
+            .and_then(|path| crate::config::settings_of_refused(path)),
+    };
+    let digest_at = settings.as_ref().map_or_else(
+        || chrono::NaiveTime::from_hms_opt(9, 0, 0).unwrap_or(chrono::NaiveTime::MIN),
+        |s| s.digest_at,
+    );
+    let named = |dir: &Path, how: &str| -> Result<StoreAt, ExitCode> {
+        let db = dir.join(crate::store::DB_FILE);
+        if db.is_file() {
+            Ok(StoreAt {
+                state_dir: dir.to_path_buf(),
+                digest_at,
+            })
+        } else {
+            Err(refuse(&format!(
+                "there is no state store in '{}' ({how}: no '{}' there): name the folder that \
+                 holds it with --state-dir DIR (the settings.state_dir of the jobs file the \
+                 watcher and the dashboard use)",
+                inert(&dir.display().to_string()),
+                crate::store::DB_FILE
+            )))
+        }
+    };
+    if let Some(dir) = state_dir {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        return named(&dir, "named by --state-dir");
+    }
+    match (loaded, settings) {
+        (Ok(config), _) => Ok(StoreAt {
+            state_dir: config.settings.state_dir,
+            digest_at,
+        }),
+        (Err(error), Some(settings)) => {
+            let _ = writeln!(io::stderr(), "mihari: {error}");
+            let at = named(&settings.state_dir, "the refused file's settings name it");
+            if at.is_ok() {
+                let _ = writeln!(
+                    io::stderr(),
+                    "mihari: the jobs file is refused; reading the state store in '{}', the \
+                     one its settings name — fix the file and save it again",
+                    inert(&settings.state_dir.display().to_string())
+                );
+            }
+            at
+        }
+        (Err(error), None) => {
+            let _ = writeln!(io::stderr(), "mihari: {error}");
+            Err(refuse(
+                "the jobs file is refused and which state store it names cannot be told from \
+                 it: name the store's folder with --state-dir DIR (its settings.state_dir), \
+                 or fix the file and save it again",
+            ))
+        }
+    }
 }
 
 /// `mihari run JOB [--route NAME] [--run-id ID]`: the job's command under its lock.
@@ -517,7 +601,7 @@ fn approval_json(approval: &Approval) -> serde_json::Value {
 }
 
 /// The approvals as a table: key (whole: the operator types it back), job, step, state,
-/// age, summary.
+/// age, who asked ('—' for a request from before mihari kept it), summary.
 pub fn render_approvals(
     approvals: &[Approval],
     all: bool,
@@ -542,12 +626,15 @@ pub fn render_approvals(
                 inert(&a.step),
                 a.state.as_str().to_string(),
                 fmt_secs(age),
+                a.requested_by
+                    .as_deref()
+                    .map_or_else(|| "—".to_string(), inert),
                 inert(&a.summary),
             ]
         })
         .collect();
     write_table(
-        &["KEY", "JOB", "STEP", "STATE", "AGE", "SUMMARY"],
+        &["KEY", "JOB", "STEP", "STATE", "AGE", "ASKED BY", "SUMMARY"],
         &rows,
         out,
     )
@@ -599,8 +686,8 @@ pub fn claim(config: Option<&Path>, args: ClaimArgs) -> ExitCode {
 /// Exit 0, or 3 for a refused filter or an unreadable store. `--job` is not checked against
 /// the jobs file: a job removed from it still has its history.
 pub fn events(config: Option<&Path>, args: EventsArgs, out: &mut impl Write) -> ExitCode {
-    let config = match super::load_config(config) {
-        Ok(config) => config,
+    let store_at = match store_for_reading(config, args.state_dir.as_deref()) {
+        Ok(store_at) => store_at,
         Err(code) => return code,
     };
     let now = Utc::now();
@@ -623,7 +710,7 @@ pub fn events(config: Option<&Path>, args: EventsArgs, out: &mut impl Write) -> 
             }
         },
     };
-    let store = match Store::open(&config.settings.state_dir, Actor::Cli) {
+    let store = match Store::open(&store_at.state_dir, Actor::Cli) {
         Ok(store) => store,
         Err(error) => return refuse(&error.to_string()),
     };

@@ -238,21 +238,48 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-/// Validates `source` as the jobs file at `path`, without touching the file system.
-///
-/// `path` names the file in refusals and anchors relative paths (its folder, made absolute
-/// against the current directory when relative). `$HOME` and `$XDG_STATE_HOME` are read
-/// here, for `~/` and the default `state_dir`.
-pub fn load_str(source: &str, path: &Path) -> Result<Config, ConfigError> {
-    let env = Env {
+/// The settings of the jobs file at `path` read on their own, for a file [`load`] refused
+/// for something outside them (a job's typo, a bad path): where the store is, so the event
+/// log and the digest can still be read. A file that does not parse as YAML gives the
+/// default settings only when it does not mention `state_dir` (whatever it names cannot be
+/// told then); `None` when its settings cannot be told or are themselves refused.
+pub fn settings_of_refused(path: &Path) -> Option<super::Settings> {
+    let file = File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let absolute = std::path::absolute(path).ok()?;
+    let src = Source { text: &text, path };
+    let raw = match serde_saphyr::from_str_with_options::<Option<raw::RawSettingsAlone>>(
+        &text,
+        yaml_options(text.len()),
+    ) {
+        Ok(parsed) => parsed.and_then(|file| file.settings),
+        Err(_) if !text.contains("state_dir") => None,
+        Err(_) => return None,
+    };
+    validate::settings_alone(raw, &src, &absolute, &process_env()).ok()
+}
+
+/// `$HOME` and `$XDG_STATE_HOME`, as validation reads them.
+fn process_env() -> Env {
+    Env {
         home: std::env::var_os("HOME")
             .filter(|home| !home.is_empty())
             .map(PathBuf::from),
         xdg_state_home: std::env::var_os("XDG_STATE_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute()),
-    };
-    load_str_with(source, path, &env)
+    }
+}
+
+/// Validates `source` as the jobs file at `path`, without touching the file system.
+///
+/// `path` names the file in refusals and anchors relative paths (its folder, made absolute
+/// against the current directory when relative). `$HOME` and `$XDG_STATE_HOME` are read
+/// here, for `~/` and the default `state_dir`.
+pub fn load_str(source: &str, path: &Path) -> Result<Config, ConfigError> {
+    load_str_with(source, path, &process_env())
 }
 
 /// [`load_str`] with the environment passed in.

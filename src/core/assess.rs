@@ -287,13 +287,21 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
     reasons.extend(timeouts.iter().cloned());
     // Stale markers (a dead holder, a bare one past stale_after_sec), and those that cannot
     // be judged: STALE, each named (SPEC §5).
-    let markers_to_look_at: Vec<String> = super::marker::judge_markers(job, evidence, now)
+    // With several stale, the bare `release-marker JOB` is refused ("name the one to
+    // release"): each then suggests the command naming its own path.
+    let judged_markers = super::marker::judge_markers(job, evidence, now);
+    let stale_markers = judged_markers
+        .iter()
+        .filter(|marker| marker.state == super::marker::MarkerState::Stale)
+        .count();
+    let markers_to_look_at: Vec<String> = judged_markers
         .into_iter()
         .filter(|marker| marker.state.needs_a_look())
         .map(|marker| match marker.state {
             super::marker::MarkerState::Stale => format!(
-                "{}: stale; look, then release it (mihari release-marker {})",
-                marker.words, job.id
+                "{}: stale; look, then release it ({})",
+                marker.words,
+                super::marker::release_command(&job.id, &marker.path, stale_markers > 1)
             ),
             _ => marker.words,
         })

@@ -273,6 +273,11 @@ pub struct ApprovalPlan {
     pub step: String,
     pub summary: String,
     pub reason: Option<String>,
+    /// Who asked (a user name, already inert): approving a colleague's deletion is another
+    /// decision than approving one's own. `None` for a request made before it was kept.
+    pub requested_by: Option<String>,
+    /// When it was asked.
+    pub requested: DateTime<Utc>,
 }
 
 impl Decision {
@@ -432,6 +437,7 @@ impl Decision {
                     ("job".into(), plan.job.clone()),
                     ("step".into(), plan.step.clone()),
                     ("summary".into(), plan.summary.clone()),
+                    ("asked by".into(), asked_by_words(plan, now)),
                     ("key".into(), plan.key.clone()),
                 ];
                 if let Some(reason) = &plan.reason {
@@ -441,6 +447,20 @@ impl Decision {
             }
         }
     }
+}
+
+/// Who asked for an approval and when, for its confirmation: the name, or that a request
+/// from before mihari kept it does not say.
+fn asked_by_words(plan: &ApprovalPlan, now: DateTime<Utc>) -> String {
+    let who = match &plan.requested_by {
+        Some(by) => by.clone(),
+        None => "not recorded (asked before mihari kept who asks)".to_string(),
+    };
+    let age = super::assess::fmt_secs((now - plan.requested).num_milliseconds() as f64 / 1000.0);
+    format!(
+        "{who}, at {} ({age} ago)",
+        plan.requested.format("%Y-%m-%d %H:%M:%S UTC")
+    )
 }
 
 /// Why a restart may not be proposed for this row, or `None` when it may.

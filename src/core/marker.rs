@@ -71,6 +71,21 @@ pub struct JudgedMarker {
     pub reading: Option<MarkerReading>,
 }
 
+/// The command that releases the marker at `path` of job `id`, as the operator types it:
+/// naming the path (quoted for a POSIX shell) when `name_the_path`, because the job has
+/// several stale markers and the bare command would be refused.
+pub fn release_command(id: &str, path: &std::path::Path, name_the_path: bool) -> String {
+    let path = super::text::inert(&path.display().to_string());
+    if name_the_path {
+        format!(
+            "mihari release-marker {id} '{}'",
+            path.replace('\'', r"'\''")
+        )
+    } else {
+        format!("mihari release-marker {id}")
+    }
+}
+
 /// Every declared marker of `job`, judged at `now`.
 pub fn judge_markers(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Vec<JudgedMarker> {
     job.markers

@@ -325,7 +325,9 @@ impl Live {
                 None => arrivals.store = true,
             }
         }
-        if arrivals.folders_moved {
+        // The watches move before the gather, so nothing that changes during it goes unseen.
+        let followed = arrivals.folders_moved;
+        if followed {
             self.follow();
         }
         let mut snapshot = None;
@@ -335,9 +337,10 @@ impl Live {
         if arrivals.everything || !arrivals.touched.is_empty() {
             let only = (!arrivals.everything).then_some(&arrivals.touched);
             snapshot = Some(self.engine.refresh(only, now));
-            // Lost events, or a folder that may have appeared or gone: watch again. A file
-            // of a job that changed moves no watch; only its holder may have changed.
-            if arrivals.everything || arrivals.folders_moved {
+            // Lost events: watch again. A folder that appeared or went (or a reload) was
+            // followed above, before the gather; a file of a job that changed moves no watch.
+            // Either way only the holders the gather found may have changed.
+            if arrivals.everything && !followed {
                 self.follow();
             } else {
                 self.follow_holders();

@@ -351,6 +351,12 @@ impl Engine {
         &self.config
     }
 
+    /// Bytes of progress files read for counting since this engine was made: a reload gathers
+    /// only the jobs it added or changed, so what it adds here is theirs alone.
+    pub fn progress_bytes_counted(&self) -> u64 {
+        self.prober.progress_bytes_counted()
+    }
+
     /// Puts `config` (a new load of the jobs file) in force, keeping what is known of every
     /// job it keeps unchanged: its evidence, its checks' results and the line counts of its
     /// progress files, so a reload of a farm gathers only the jobs it added or changed. A new
@@ -1061,7 +1067,12 @@ impl Engine {
     /// rotation and atomic replace are followed.
     pub fn watched_paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = self.paths.keys().cloned().collect();
-        paths.sort();
+        // Any fixed order does: byte order costs a memcmp, where a path's own order walks
+        // components (a farm's thousands of paths, sorted again on every reload).
+        paths.sort_unstable_by(|a, b| {
+            use std::os::unix::ffi::OsStrExt;
+            a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes())
+        });
         paths
     }
 
@@ -1334,6 +1345,8 @@ fn approval_decision(
         step: pending.step.clone(),
         summary: pending.summary.clone(),
         reason: None,
+        requested_by: pending.requested_by.clone(),
+        requested: pending.requested,
     };
     Ok(if action == Action::Deny {
         Decision::Deny(plan)

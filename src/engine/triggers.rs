@@ -140,12 +140,15 @@ impl Triggers {
         let mut failures = Vec::new();
         let lost = std::mem::take(&mut lock(&self.folders).lost);
 
-        let mut routes: HashMap<PathBuf, Route> = HashMap::new();
+        let mut routes: HashMap<PathBuf, Route> = HashMap::with_capacity(paths.len());
         // In path order, so which folders get the last watches under the limit does not change
         // from one call to the next.
         let mut wanted: BTreeMap<PathBuf, Identity> = BTreeMap::new();
+        // A farm's thousands of files sit in a few folders: each folder is looked at once per
+        // call, not once per file (a reload points the watches again on every save).
+        let mut looked = HashMap::new();
         for path in paths {
-            match route_for(path) {
+            match route_for(path, &mut looked) {
                 Ok((target, route)) => {
                     wanted.insert(route.folder.clone(), route.identity);
                     routes.insert(target, route);
@@ -320,9 +323,17 @@ fn moves_paths(kind: &EventKind) -> bool {
     )
 }
 
+/// What one look at a folder found: a folder (its identity), something else or nothing
+/// there (look higher), or why it cannot be looked at.
+type FolderLook = Result<Option<Identity>, String>;
+
 /// The absolute form of `path` and the folder to follow it through: its parent when that is a
-/// folder, else the nearest ancestor that is one.
-fn route_for(path: &Path) -> Result<(PathBuf, Route), (PathBuf, String)> {
+/// folder, else the nearest ancestor that is one. `looked` keeps what each folder was found
+/// to be during one pass, so the many files of one folder cost one `stat`.
+fn route_for(
+    path: &Path,
+    looked: &mut HashMap<PathBuf, FolderLook>,
+) -> Result<(PathBuf, Route), (PathBuf, String)> {
     let target = std::path::absolute(path).map_err(|error| {
         (
             path.to_path_buf(),
@@ -342,30 +353,24 @@ fn route_for(path: &Path) -> Result<(PathBuf, Route), (PathBuf, String)> {
         )
     })?;
     loop {
-        match std::fs::metadata(folder) {
-            Ok(meta) if meta.is_dir() => {
+        let look = match looked.get(folder) {
+            Some(look) => look.clone(),
+            None => {
+                let look = look_at_folder(folder);
+                looked.insert(folder.to_path_buf(), look.clone());
+                look
+            }
+        };
+        match look {
+            Ok(Some(identity)) => {
                 let route = Route {
                     folder: folder.to_path_buf(),
-                    identity: (meta.dev(), meta.ino()),
+                    identity,
                 };
                 return Ok((target, route));
             }
-            // A file where a folder should be: watch above it, to see it replaced.
-            Ok(_) => {}
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) => {}
-            Err(error) => {
-                return Err((
-                    folder.to_path_buf(),
-                    inert(&format!(
-                        "cannot look at '{}' to watch it: {error}",
-                        folder.display()
-                    )),
-                ));
-            }
+            Ok(None) => {}
+            Err(error) => return Err((folder.to_path_buf(), error)),
         }
         folder = folder.parent().ok_or_else(|| {
             (
@@ -376,6 +381,28 @@ fn route_for(path: &Path) -> Result<(PathBuf, Route), (PathBuf, String)> {
                 )),
             )
         })?;
+    }
+}
+
+/// One `stat` of `folder`: its identity when it is a folder; nothing when something else or
+/// nothing is there (a file where a folder should be is watched from above, to see it
+/// replaced); why, when it cannot be looked at.
+fn look_at_folder(folder: &Path) -> FolderLook {
+    match std::fs::metadata(folder) {
+        Ok(meta) if meta.is_dir() => Ok(Some((meta.dev(), meta.ino()))),
+        Ok(_) => Ok(None),
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(error) => Err(inert(&format!(
+            "cannot look at '{}' to watch it: {error}",
+            folder.display()
+        ))),
     }
 }
 

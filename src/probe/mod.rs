@@ -45,6 +45,12 @@ impl Prober {
         Self::default()
     }
 
+    /// Bytes of progress files read for counting since this prober was made: a reload that
+    /// keeps a job must not add that job's file again (the evidence tests and benches read).
+    pub fn progress_bytes_counted(&self) -> u64 {
+        self.counter.bytes_read()
+    }
+
     /// Reads `/proc` once and matches every job of `jobs` that declares `process` against
     /// it: the part of a pass all those jobs share. Reads nothing when none declares one.
     pub fn scan_processes(&mut self, jobs: &[JobSpec]) -> procscan::ProcessScan {

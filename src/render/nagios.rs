@@ -8,7 +8,7 @@
 use std::io::{self, Write};
 
 use crate::core::text::inert;
-use crate::core::{Assessment, Bucket};
+use crate::core::{Assessment, Bucket, State};
 use crate::engine::Snapshot;
 
 use super::{EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, status_code};
@@ -80,20 +80,33 @@ pub fn render(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// One job's line: its name, state and the reason that put it in its bucket — for a RED
-/// row the broken rule or the failing check, not the state's own words — or why it is held.
+/// row the broken rule or the failing check, for a STALE row that is not stalled the marker
+/// to look at (its path and age), not the state's own words — or why it is held.
 fn line(row: &Assessment, bucket: Bucket) -> String {
     let mut reasons = row.held.iter().chain(row.reasons.iter());
     let red = |reason: &&String| {
         reason.starts_with("rule broken: ")
             || (reason.starts_with("check '") && reason.contains("' failed: "))
     };
-    let why = if bucket == Bucket::Red {
-        row.reasons.iter().find(red).or_else(|| reasons.next())
-    } else {
-        reasons.next()
+    // A marker's reason starts with its name (core::marker's words).
+    let marker = |reason: &&String| reason.starts_with("marker '");
+    let markers = row.reasons.iter().filter(marker).count();
+    let why = match bucket {
+        Bucket::Red => row.reasons.iter().find(red).or_else(|| reasons.next()),
+        // A stall (or an unknown state) is the job's own reason to be STALE.
+        Bucket::Stale if !matches!(row.state, State::Stalled | State::Unknown) => {
+            row.reasons.iter().find(marker).or_else(|| reasons.next())
+        }
+        _ => reasons.next(),
+    };
+    let more = match why {
+        Some(reason) if marker(&reason) && markers > 1 => {
+            format!(" (and {} more markers to look at)", markers - 1)
+        }
+        _ => String::new(),
     };
     let why = why
-        .map(|reason| format!(" - {}", plain(reason)))
+        .map(|reason| format!(" - {}{more}", plain(reason)))
         .unwrap_or_default();
     format!("{}: {}{why}", plain(&row.id), row.state.as_str())
 }

@@ -112,12 +112,20 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     let mut commands = vec![update(&mut model, Msg::Snapshot(first))];
     let mut settled = false;
     let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
+    // Loads of the jobs file not yet recorded in the event log.
+    let mut unrecorded: Vec<Reload> = Vec::new();
 
     loop {
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
         for command in pending {
             match command {
-                Command::Quit => return Ok(()),
+                Command::Quit => {
+                    // A save seen in the same moment as the quit is still recorded.
+                    for reload in unrecorded.drain(..) {
+                        record_reload(&live, &reload);
+                    }
+                    return Ok(());
+                }
                 Command::LoadTail { job, path } => {
                     let (lines, earlier) = log_tail(&path, TAIL_LINES);
                     commands.push(update(
@@ -150,6 +158,17 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                         .propose_approval(Action::Approve, &job, &key, Utc::now())
                         .map_err(|why| {
                             effect::refuse(&job, "approve", &why, engine.config(), Actor::Operator)
+                                .message
+                        });
+                    commands.push(update(&mut model, Msg::Proposed(proposed)));
+                }
+                Command::ProposeMarker { job, path } => {
+                    let engine = &live.engine;
+                    let proposed = engine
+                        .propose_marker(&job, Some(&path), false, Utc::now())
+                        .map_err(|why| {
+                            let verb = Action::ReleaseMarker.verb();
+                            effect::refuse(&job, verb, &why, engine.config(), Actor::Operator)
                                 .message
                         });
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
@@ -191,6 +210,9 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
             continue;
         }
         if model.quit {
+            for reload in unrecorded.drain(..) {
+                record_reload(&live, &reload);
+            }
             return Ok(());
         }
         if model.dirty {
@@ -198,6 +220,11 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 .draw(|frame| view(&model, frame))
                 .map_err(|e| e.to_string())?;
             model.dirty = false;
+        }
+        // Recorded once the new screen is out: the store's write (and its fsync) is not
+        // between a save of the jobs file and the screen that shows it.
+        for reload in unrecorded.drain(..) {
+            record_reload(&live, &reload);
         }
         if !settled {
             settled = true;
@@ -262,7 +289,7 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
                 let jobs = live.engine.config().jobs.clone();
                 commands.push(update(&mut model, Msg::Jobs(jobs)));
             }
-            record_reload(&live, &reload);
+            unrecorded.push(reload);
         }
         if let Some(fresh) = applied {
             report_unwatched(&live, &mut model);

@@ -122,16 +122,42 @@ impl Dialog {
     }
 }
 
-/// The approve key's chooser, open when a job has several pending approvals: which one to
-/// decide. Choosing one opens the same confirmation dialog as a single request does; nothing
-/// is decided here, so closing it records nothing.
+/// The chooser of the approve key (a job with several pending approvals) and of the marker
+/// key (a job with several stale markers): which one to decide. Choosing one opens the same
+/// confirmation dialog as a single one does; nothing is decided here, so closing it records
+/// nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chooser {
     pub job: String,
-    /// The job's pending approvals as they were when the key was pressed, oldest first.
-    pub approvals: Vec<PendingApproval>,
+    /// What there is to choose among, as it was when the key was pressed.
+    pub choices: Choices,
     /// The highlighted one.
     pub at: usize,
+}
+
+/// What a [`Chooser`] offers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choices {
+    /// The job's pending approvals, oldest first.
+    Approvals(Vec<PendingApproval>),
+    /// The job's stale markers, in its `markers:` order: each path and its judgment in
+    /// words (its age, why it is stale).
+    Markers(Vec<(PathBuf, String)>),
+}
+
+impl Chooser {
+    /// How many there are to choose among.
+    pub fn len(&self) -> usize {
+        match &self.choices {
+            Choices::Approvals(approvals) => approvals.len(),
+            Choices::Markers(markers) => markers.len(),
+        }
+    }
+
+    /// Whether there is nothing to choose.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The event log, for one job or all.
@@ -277,6 +303,12 @@ pub enum Command {
         job: String,
         key: String,
     },
+    /// Propose releasing the stale marker at `path` of `job`, chosen among several; answer
+    /// with [`Msg::Proposed`].
+    ProposeMarker {
+        job: String,
+        path: PathBuf,
+    },
     /// Carry out a confirmed decision; answer with [`Msg::Outcome`].
     Execute(Decision),
     /// Record that the operator declined a decision; answer with [`Msg::Outcome`].
@@ -409,6 +441,21 @@ impl Model {
             rows.extend(rest.into_iter().map(Row::Job));
         }
         rows
+    }
+
+    /// The stale markers of job `id` as last gathered and judged at the screen's moment:
+    /// each path and its judgment in words, in the job's `markers:` order.
+    pub fn stale_markers(&self, id: &str) -> Vec<(PathBuf, String)> {
+        let job = self.jobs.iter().find(|job| job.id == id);
+        let evidence = self.snapshot.as_ref().and_then(|s| s.evidence_of(id));
+        let (Some(job), Some(evidence)) = (job, evidence) else {
+            return Vec::new();
+        };
+        crate::core::marker::judge_markers(job, evidence, self.now)
+            .into_iter()
+            .filter(|marker| marker.state == crate::core::marker::MarkerState::Stale)
+            .map(|marker| (marker.path, marker.words))
+            .collect()
     }
 
     /// The selected job's assessment, if it is shown.
@@ -850,23 +897,33 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     None
 }
 
-/// Keys while the approvals chooser is open: arrows (or j/k) move, Enter takes the
-/// highlighted one, a digit takes that one at once, Esc closes it having decided nothing.
+/// Keys while a chooser is open: arrows (or j/k) move, Enter takes the highlighted one, a
+/// digit takes that one at once, Esc closes it having decided nothing.
 fn on_chooser_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     let chooser = model.chooser.as_mut()?;
-    let count = chooser.approvals.len();
+    let count = chooser.len();
+    let (what, whats) = match chooser.choices {
+        Choices::Approvals(_) => ("approval", "pending approvals"),
+        Choices::Markers(_) => ("marker", "stale markers"),
+    };
     let take = |model: &mut Model, at: usize| {
         let chooser = model.chooser.take()?;
-        let approval = chooser.approvals.get(at)?;
-        Some(Command::ProposeApproval {
-            job: chooser.job.clone(),
-            key: approval.key.clone(),
-        })
+        let job = chooser.job.clone();
+        match chooser.choices {
+            Choices::Approvals(approvals) => Some(Command::ProposeApproval {
+                job,
+                key: approvals.get(at)?.key.clone(),
+            }),
+            Choices::Markers(markers) => Some(Command::ProposeMarker {
+                job,
+                path: markers.get(at)?.0.clone(),
+            }),
+        }
     };
     match key.code {
         KeyCode::Esc => {
             model.chooser = None;
-            model.status = Some("no approval chosen: nothing was decided".to_string());
+            model.status = Some(format!("no {what} chosen: nothing was decided"));
         }
         KeyCode::Char('q') => {
             model.quit = true;
@@ -890,7 +947,7 @@ fn on_chooser_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 return take(model, at);
             }
             model.status = Some(format!(
-                "there are {count} pending approvals: press 1 to {}",
+                "there are {count} {whats}: press 1 to {}",
                 count.min(9)
             ));
         }
@@ -1089,10 +1146,22 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             {
                 model.chooser = Some(Chooser {
                     job,
-                    approvals: row.pending_approvals.clone(),
+                    choices: Choices::Approvals(row.pending_approvals.clone()),
                     at: 0,
                 });
                 return None;
+            }
+            // Several stale markers: the bare release would be refused; the operator picks.
+            if c == 'M' {
+                let stale = model.stale_markers(&job);
+                if stale.len() > 1 {
+                    model.chooser = Some(Chooser {
+                        job,
+                        choices: Choices::Markers(stale),
+                        at: 0,
+                    });
+                    return None;
+                }
             }
             let action = match c {
                 'r' => Action::Restart,

@@ -1375,7 +1375,7 @@ pub const KEYS: [(&str, &str); 20] = [
         "x",
         "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
     ),
-    ("M", "release a stale marker (STALE): a dialog"),
+    ("M", "release a stale marker (STALE); choose when several"),
     (
         "a",
         "approve or deny a pending step (choose one of several)",
@@ -1524,21 +1524,43 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
     );
 }
 
-/// The approve key's chooser: a job's pending approvals, numbered oldest first, the
-/// highlighted one marked; choosing opens the confirmation dialog.
+/// A chooser: a job's pending approvals (numbered oldest first) or its stale markers (in
+/// its `markers:` order), the highlighted one marked; choosing opens the confirmation dialog.
 fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Frame, size: Rect) {
+    use super::model::Choices;
     let theme = &model.theme;
     let width = size.width.saturating_sub(4).clamp(20.min(size.width), 96);
     let inner_width = usize::from(width.saturating_sub(2));
-    let mut lines: Vec<Line> = vec![Line::raw(format!(
-        " {} approvals wait for a human; choose the one to decide:",
-        chooser.approvals.len()
-    ))];
+    let (intro, choices, title) = match &chooser.choices {
+        Choices::Approvals(approvals) => (
+            format!(
+                " {} approvals wait for a human; choose the one to decide:",
+                approvals.len()
+            ),
+            approvals
+                .iter()
+                .map(|approval| approval_words(model, approval))
+                .collect::<Vec<_>>(),
+            format!(
+                " approve or deny: which request of '{}'? ",
+                inert(&chooser.job)
+            ),
+        ),
+        Choices::Markers(markers) => (
+            format!(
+                " {} markers are stale; choose the one to look at and release:",
+                markers.len()
+            ),
+            markers.iter().map(|(_, words)| inert(words)).collect(),
+            format!(" release: which marker of '{}'? ", inert(&chooser.job)),
+        ),
+    };
+    let mut lines: Vec<Line> = vec![Line::raw(intro)];
     lines.push(Line::raw(""));
-    for (n, approval) in chooser.approvals.iter().enumerate() {
+    for (n, words) in choices.iter().enumerate() {
         let chosen = n == chooser.at;
         let mark = if chosen { "›" } else { " " };
-        let text = format!("{mark} {} {}", n + 1, approval_words(model, approval));
+        let text = format!("{mark} {} {words}", n + 1);
         let style = if chosen {
             theme.selected()
         } else {
@@ -1552,15 +1574,11 @@ fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Fram
     lines.push(Line::styled(
         format!(
             " ↑↓ moves · 1-{} or Enter chooses · Esc closes (nothing decided)",
-            chooser.approvals.len().min(9)
+            chooser.len().min(9)
         ),
         theme.dim(),
     ));
     let area = centered(size, width, lines.len() as u16 + 2);
-    let title = format!(
-        " approve or deny: which request of '{}'? ",
-        inert(&chooser.job)
-    );
     frame.render_widget(Clear, area);
     frame.render_widget(
         Paragraph::new(lines).block(

@@ -41,6 +41,14 @@ pub(super) struct RawFile {
     pub jobs: Given<Vec<Spanned<RawJob>>>,
 }
 
+/// The file's `settings:` alone, everything else skipped unread: what a refused file still
+/// says about where its store is.
+#[derive(Deserialize)]
+pub(super) struct RawSettingsAlone {
+    #[serde(default)]
+    pub settings: Option<RawSettings>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSettings {

@@ -203,6 +203,23 @@ fn normalize(path: &Path) -> PathBuf {
         .collect()
 }
 
+/// The `settings:` of a file validated alone, its paths resolved as in a whole load: for
+/// the commands that read only the store (`events`, `digest`) while a job of the file is
+/// refused.
+pub(super) fn settings_alone(
+    raw: Option<RawSettings>,
+    src: &Source<'_>,
+    file: &Path,
+    env: &Env,
+) -> Result<Settings, ConfigError> {
+    let paths = Paths {
+        src,
+        base: file.parent().unwrap_or(Path::new("/")),
+        env,
+    };
+    settings(raw, &paths)
+}
+
 fn settings(raw: Option<RawSettings>, paths: &Paths<'_>) -> Result<Settings, ConfigError> {
     let src = paths.src;
     let raw = raw.unwrap_or(RawSettings {
