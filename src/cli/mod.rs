@@ -10,6 +10,7 @@ pub mod digest;
 mod follow;
 pub mod jobside;
 pub mod shell;
+mod show;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -312,7 +313,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Claim(args)) => jobside::claim(cli.config.as_deref(), args),
         Some(Command::Events(args)) => jobside::events(cli.config.as_deref(), args, &mut out),
         Some(Command::Show { job, json }) => {
-            jobside::show(cli.config.as_deref(), &job, json, &mut out)
+            show::show(cli.config.as_deref(), &job, json, &mut out)
         }
         Some(Command::Digest(args)) => digest::run(cli.config.as_deref(), args, &mut out),
         Some(Command::Completions { shell: which }) => shell::completions(which, &mut out),

@@ -563,9 +563,7 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
             None
         }
         FleetMsg::Line { host, line, at } => {
-            let Some(view) = model.hosts.get_mut(host) else {
-                return None;
-            };
+            let view = model.hosts.get_mut(host)?;
             let Ok(report) = serde_json::from_str::<Value>(&line) else {
                 return None;
             };
@@ -601,7 +599,7 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
         FleetMsg::Ended { host, why } => {
             if let Some(view) = model.hosts.get_mut(host) {
                 // A stream killed for its silence says so, not that it was killed.
-                if !(view.red.as_deref().is_some_and(|r| r.starts_with("silent")) && !view.heard) {
+                if !view.red.as_deref().is_some_and(|r| r.starts_with("silent")) || view.heard {
                     view.red = Some(why);
                 }
                 view.report = None;
@@ -717,5 +715,111 @@ fn on_key(model: &mut FleetModel, key: KeyEvent) -> Option<FleetCommand> {
             deny: false,
         }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(heartbeat: f64, state: &str, bucket: Option<&str>) -> String {
+        serde_json::json!({
+            "jobs": [{"id": "work", "state": state, "bucket": bucket, "reasons": []}],
+            "rules": [],
+            "heartbeat_sec": heartbeat,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_host_learns_its_interval_from_its_lines_and_is_red_when_silent_past_twice_it() {
+        let start = Utc::now();
+        let mut model = FleetModel::new(vec!["a".into(), "b".into()], Theme::plain(), start);
+        // Before any line, the interval is assumed; the first line says its own.
+        assert_eq!(model.hosts[0].heartbeat, ASSUMED_HEARTBEAT);
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line(0.5, "RUNNING", None),
+                at: start,
+            },
+        );
+        assert_eq!(model.hosts[0].heartbeat, Duration::from_millis(500));
+        assert_eq!(
+            model.next_silence(),
+            Some(start + chrono::Duration::seconds(1))
+        );
+        let later = start + chrono::Duration::seconds(65);
+        let command = update(&mut model, FleetMsg::Silent { host: 0, at: later });
+        assert_eq!(command, Some(FleetCommand::KillStream(0)));
+        assert_eq!(model.rules(), ["a: silent for 65 s"]);
+        // Its stream, killed, ends: the host stays RED for its silence, never dropped.
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 0,
+                why: "stream ended (killed)".into(),
+            },
+        );
+        assert_eq!(model.rules(), ["a: silent for 65 s"]);
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 1,
+                why: "stream ended: ssh said: Connection refused".into(),
+            },
+        );
+        let rows = model.rows();
+        assert_eq!(
+            rows[0],
+            Row::Heading {
+                bucket: Some("RED"),
+                count: 2
+            }
+        );
+        // Back when its stream is.
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line(0.5, "DEAD_LOCK_STALE", Some("RESTART")),
+                at: later,
+            },
+        );
+        assert_eq!(
+            model.rules(),
+            ["b: stream ended: ssh said: Connection refused"]
+        );
+        assert_eq!(
+            model.rows()[0],
+            Row::Heading {
+                bucket: Some("RESTART"),
+                count: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_confirmed_remote_decision_is_the_hosts_own_command_with_yes() {
+        let decision = RemoteDecision {
+            host: "gpu1".into(),
+            job: "train".into(),
+            action: RemoteAction::Approve {
+                key: "k1".into(),
+                deny: false,
+            },
+            lines: Vec::new(),
+            reason: String::new(),
+        };
+        let denied = decision.clone().answered(true, "  not today ");
+        assert_eq!(
+            denied.args(),
+            ["approval", "deny", "k1", "--reason", "not today", "--yes"]
+        );
+        assert_eq!(
+            decision.answered(false, "").args(),
+            ["approval", "approve", "k1", "--yes"]
+        );
     }
 }
