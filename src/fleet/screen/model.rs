@@ -35,6 +35,8 @@ pub struct HostView {
     pub heartbeat: Duration,
     /// Whether a line has been heard since the stream last started.
     pub heard: bool,
+    /// Its stream was killed for its silence: the end that follows says nothing new.
+    pub silenced: bool,
 }
 
 impl HostView {
@@ -206,6 +208,9 @@ pub struct FleetModel {
     /// The detail pane (with the log tail) is open.
     pub detail: bool,
     pub tail: Option<Remote>,
+    /// A tail is being asked for; one more is asked when it comes if the host said more meanwhile.
+    pub tail_asked: bool,
+    pub tail_stale: bool,
     /// The event log of the selected job, when open (`e`).
     pub events: Option<Remote>,
     pub dialog: Option<Dialog<RemoteDecision>>,
@@ -284,12 +289,15 @@ impl FleetModel {
                     heard_at: now,
                     heartbeat: ASSUMED_HEARTBEAT,
                     heard: false,
+                    silenced: false,
                 })
                 .collect(),
             selected: None,
             list_scroll: 0,
             detail: false,
             tail: None,
+            tail_asked: false,
+            tail_stale: false,
             events: None,
             dialog: None,
             status: None,
@@ -477,6 +485,12 @@ impl FleetModel {
         if !loaded {
             self.tail = None;
         }
+        // One ask at a time per screen: a chatty host's lines never pile up ssh runs.
+        if self.tail_asked {
+            self.tail_stale = true;
+            return None;
+        }
+        self.tail_asked = true;
         Some(FleetCommand::LoadTail { host, job })
     }
 
@@ -598,8 +612,9 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
         }
         FleetMsg::Ended { host, why } => {
             if let Some(view) = model.hosts.get_mut(host) {
-                // A stream killed for its silence says so, not that it was killed.
-                if !view.red.as_deref().is_some_and(|r| r.starts_with("silent")) || view.heard {
+                // A stream killed for its silence stays "silent for N s", not "killed"; the
+                // ends of the streams started after it say why they end.
+                if !std::mem::take(&mut view.silenced) {
                     view.red = Some(why);
                 }
                 view.report = None;
@@ -614,14 +629,20 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
             view.red = Some(format!("silent for {secs} s"));
             view.report = None;
             view.heard = false;
+            view.silenced = true;
             model.now = at;
             model.dirty = true;
             Some(FleetCommand::KillStream(host))
         }
         FleetMsg::Tail(tail) => {
-            if model.selected.as_ref() == Some(&(tail.host.clone(), tail.job.clone())) {
+            model.tail_asked = false;
+            let current = model.selected.as_ref() == Some(&(tail.host.clone(), tail.job.clone()));
+            if current {
                 model.tail = Some(tail);
                 model.dirty = true;
+            }
+            if std::mem::take(&mut model.tail_stale) || !current {
+                return model.tail_command(true);
             }
             None
         }
@@ -763,6 +784,18 @@ mod tests {
             },
         );
         assert_eq!(model.rules(), ["a: silent for 65 s"]);
+        // The stream started after it says why it ends, in its own words.
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 0,
+                why: "stream ended: ssh said: Connection timed out".into(),
+            },
+        );
+        assert_eq!(
+            model.rules(),
+            ["a: stream ended: ssh said: Connection timed out"]
+        );
         update(
             &mut model,
             FleetMsg::Ended {
@@ -770,9 +803,8 @@ mod tests {
                 why: "stream ended: ssh said: Connection refused".into(),
             },
         );
-        let rows = model.rows();
         assert_eq!(
-            rows[0],
+            model.rows()[0],
             Row::Heading {
                 bucket: Some("RED"),
                 count: 2
