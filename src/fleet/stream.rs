@@ -152,21 +152,34 @@ fn run_once(
     if !listening {
         return (heard, None);
     }
-    let said = stderr
-        .and_then(|t| t.join().ok())
-        .unwrap_or_default()
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let lines: Vec<&str> = stderr
         .lines()
-        .rev()
         .map(str::trim)
-        .find(|line| !line.is_empty())
-        .map(|line| inert(line).chars().take(300).collect::<String>());
+        .filter(|line| !line.is_empty())
+        .collect();
+    let short = |line: &str| {
+        inert(line.strip_prefix("mihari: ").unwrap_or(line))
+            .chars()
+            .take(300)
+            .collect::<String>()
+    };
     let code = status.and_then(|s| s.code());
-    let why = match (host.ssh.is_empty(), code, said) {
-        (false, Some(255), Some(said)) => format!("stream ended: ssh said: {said}"),
-        (_, Some(code), Some(said)) => format!("stream ended (exit {code}): {said}"),
-        (_, Some(code), None) => format!("stream ended (exit {code})"),
-        (_, None, Some(said)) => format!("stream ended (killed): {said}"),
-        (_, None, None) => "stream ended (killed)".to_string(),
+    // ssh's own complaint is its last line; mihari's refusal is its first (file:line:col and
+    // why; the quoted source and a caret follow it).
+    let why = match (host.ssh.is_empty(), code) {
+        (false, Some(255)) => match lines.last() {
+            Some(said) => format!("stream ended: ssh said: {}", short(said)),
+            None => "stream ended: ssh failed (exit 255)".to_string(),
+        },
+        (_, Some(code)) => match lines.first() {
+            Some(said) => format!("stream ended (exit {code}): {}", short(said)),
+            None => format!("stream ended (exit {code})"),
+        },
+        (_, None) => match lines.last() {
+            Some(said) => format!("stream ended (killed): {}", short(said)),
+            None => "stream ended (killed)".to_string(),
+        },
     };
     (heard, Some(why))
 }
