@@ -18,6 +18,8 @@
 //! | the watcher's Prometheus textfile for the 1,000 jobs (`textfile`): the exposition rendered and written (temp file, fsync, rename) | at most 20 ms | the same bytes written the same way by the bench (`fs::write` + fsync + rename) |
 //! | `mihari check --json` on one job with `log_progress: tqdm` whose 1 GiB log ends in tqdm frames (`log_progress`) | at most 1.5x the floor | the same check on a 1 MiB log with the same ending, in the same run |
 //! | a farm of 10,000 such jobs (`farm`): `mihari check --json`; the dashboard's first full frame (from its start until the header counts every job) and its RSS then and after the activity; the idle window with every job quiet | check at most 1.0x the floor; first frame at most 0.5 s; RSS at most 80 MB; idle at most 0.05 % | the same floors as above |
+//! | a death on a remote host on the fleet screen (`fleet`): a job's process killed on one of two hosts over a loopback sshd, 20 samples | p99 at most 500 ms | the same death on that host's local dashboard |
+//! | 20 hosts (20 jobs files over one loopback sshd): the fleet screen's first merged frame, from its start until the header counts every host's job | at most 2 s | `mihari fleet check --json` on the same hosts |
 //! | a reload of the 1,000-job file while the dashboard is open (`reload`): a job appended, saved in place or by rename, 20 times | p99 at most 100 ms from the save to the screen counting the new job; no unchanged progress file counted again (the bytes the dashboard read per reload, `/proc/PID/io` rchar, against one progress file's size) | — |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
@@ -31,7 +33,7 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet`
 //!   (default all).
 //! - `MIHARI_BENCH_LOG_GIB` (1): the big log of `log_progress`.
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
@@ -69,6 +71,9 @@ use mihari::probe::tail::tail_lines;
 #[path = "common/mod.rs"]
 mod common;
 use common::*;
+
+#[path = "parts/fleet.rs"]
+mod fleet_part;
 
 /// The owner of the three measured jobs, and the dashboard filter that shows exactly them.
 const MEASURED: &str = "measured";
@@ -218,6 +223,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("tail") {
         measure_tail(&knobs, &mut table)?;
+    }
+    if knobs.wants("fleet") {
+        fleet_part::measure_fleet(&knobs, exe, &mut table)?;
     }
     if knobs.wants("idle") {
         measure_idle(&knobs, exe, &mut table)?;

@@ -148,13 +148,16 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
             .collect::<Vec<_>>(),
         ["here", "localhost"]
     );
-    assert!(
-        stdout.contains(&format!(
-            "mihari fleet --fleet {}/fleet.yaml check",
-            dir.display()
-        )),
-        "{stdout}"
-    );
+    // Both ways: the fleet screen, and one merged check.
+    for shown in [
+        "mihari fleet --fleet {}/fleet.yaml (keys",
+        "mihari fleet --fleet {}/fleet.yaml check",
+    ] {
+        assert!(
+            stdout.contains(&shown.replace("{}", &dir.display().to_string())),
+            "{stdout}"
+        );
+    }
     // Every simulated job ended with the demo.
     let left = processes_mentioning(&dir.to_string_lossy());
     assert!(left.is_empty(), "demo processes left running: {left:?}");

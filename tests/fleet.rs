@@ -1,7 +1,11 @@
 //! `mihari fleet check` over a real `sshd` on 127.0.0.1 (Debian's `openssh-server`, which
 //! `.ci/run` installs), with host and user keys made by the test: hosts merged in the fixed
 //! order with a host on every job, a host whose port refuses, one that never answers, one
-//! with no mihari, and a jobs-file path that needs quoting for the remote shell.
+//! with no mihari, and a jobs-file path that needs quoting for the remote shell; and the fleet
+//! screen (`mihari fleet`) in a real tmux over the same sshd: two hosts merged with a host
+//! column, a remote death shown, a stream that dies or goes silent shown RED and back, an
+//! unreachable host RED from the start, a remote restart confirmed in the dialog recorded in
+//! that host's own log with the operator and this machine, and a remote log tail kept inert.
 
 use std::fs;
 use std::net::TcpListener;
@@ -11,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
+
+mod common;
+use common::tmux::Tmux;
 
 /// A real sshd on 127.0.0.1, killed when dropped.
 struct Sshd {
@@ -53,6 +60,7 @@ impl Sshd {
                  AuthorizedKeysFile {r}/authorized_keys\nPidFile {r}/sshd.pid\n\
                  StrictModes no\nUsePAM no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
+                 AcceptEnv MIHARI_FOLLOW_HEARTBEAT_MS\nMaxStartups 100\nMaxSessions 100\n\
                  LogLevel ERROR\n",
                 r = root.display()
             ),
@@ -417,4 +425,341 @@ fn a_host_whose_jobs_file_or_store_is_refused_says_why_and_is_unknown() {
     assert_eq!(hosts[0]["reachable"], Value::Bool(true), "it answered");
     assert_eq!(hosts[0]["exit"], Value::from(3));
     assert_eq!(hosts[1]["store"]["state"], "fault", "{}", hosts[1]);
+}
+
+/// The pids of the processes whose command line holds `needle` (the test's own temp paths,
+/// which no other process names), for killing exactly the test's own.
+fn pids_mentioning(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        if let Ok(cmdline) = fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// The remote side of a host's stream: the `mihari --config C check --json --follow` that
+/// sshd started (its command line holds the config path, not the ssh's quoting of it).
+fn remote_followers(config: &Path) -> Vec<i32> {
+    let config = config.display().to_string();
+    pids_mentioning(&config)
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let words: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            words.first().is_some_and(|w| w.ends_with("mihari"))
+                && words.iter().any(|w| w == "--follow")
+                && words.contains(&config)
+        })
+        .collect()
+}
+
+fn signal(pid: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+}
+
+/// A job that really runs on a host: `mihari run` under its lock, in a process group of its
+/// own so the test kills it whole.
+fn start_running_job(config: &Path) -> Child {
+    use std::os::unix::process::CommandExt;
+    Command::new(mihari_binary())
+        .arg("--config")
+        .arg(config)
+        .args(["run", "work"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("mihari run")
+}
+
+/// A host whose job runs `sleep` under a lock, logging a line with escape sequences that
+/// would retitle and clear a terminal.
+fn running_host_dir(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(format!("{name} $HOME"));
+    fs::create_dir_all(&dir).expect("host dir");
+    fs::write(
+        dir.join("work.log"),
+        "epoch 1\n\x1b]0;pwned-by-log\x07\x1b[2Jafter-the-escapes\n",
+    )
+    .expect("log");
+    fs::write(
+        dir.join("jobs.yaml"),
+        format!(
+            "settings:\n  state_dir: {d}/state\njobs:\n  - id: work\n    lock: {d}/work.lock\n\
+             \x20   log: {d}/work.log\n    should_run_when: [not_succeeded]\n\
+             \x20   restart:\n      command: [sleep, \"600\"]\n",
+            d = dir.display()
+        ),
+    )
+    .expect("jobs");
+    dir.join("jobs.yaml")
+}
+
+/// Whether `line` is the list row of `host`'s job `id`: symbol, host, id, state...
+fn is_row(line: &str, host: &str, id: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.len() > 3 && words[1] == host && words[2] == id
+}
+
+fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn fleet_screen(name: &str, fleet: &Path) -> Tmux {
+    Tmux::start(
+        name,
+        160,
+        40,
+        &format!(
+            "TZ=UTC {} fleet --fleet '{}'; sleep 60",
+            mihari_binary().display(),
+            fleet.display()
+        ),
+    )
+}
+
+#[test]
+fn the_fleet_screen_merges_hosts_shows_a_remote_death_keeps_the_log_inert_and_restarts_there() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let one = running_host_dir(root.path(), "one");
+    fs::write(
+        one.with_file_name("work.lock"),
+        "{\"pid\": 999999, \"start_time\": 1}",
+    )
+    .expect("a dead holder's lock");
+    let two = running_host_dir(root.path(), "two");
+    let mut job = start_running_job(&two);
+    let binary = mihari_binary().display().to_string();
+    let refused = ssh_to(free_port(), &sshd.dir.path().join("user_key"));
+    let fleet = fleet(
+        root.path(),
+        &[
+            host("one", &sshd.ssh(), &one, &binary, 20),
+            host("two", &sshd.ssh(), &two, &binary, 20),
+            host("down", &refused, &one, &binary, 20),
+        ],
+    );
+    let tmux = fleet_screen("fleet-screen", &fleet);
+    // Both hosts' jobs, each with its host, in the fixed order; the unreachable host RED.
+    let screen = tmux.wait_for(
+        &[
+            "one",
+            "DEAD_LOCK_STALE",
+            "RUNNING",
+            "down: stream ended: ssh said:",
+            "RESTART 1",
+        ],
+        Duration::from_secs(30),
+    );
+    let row_of = |screen: &str, find: &dyn Fn(&str) -> bool| -> usize {
+        screen
+            .lines()
+            .position(find)
+            .unwrap_or_else(|| panic!("no such row:\n{screen}"))
+    };
+    let down = |l: &str| l.contains("down: stream ended");
+    assert!(
+        row_of(&screen, &|l| is_row(l, "one", "work")) < row_of(&screen, &down)
+            && row_of(&screen, &down) < row_of(&screen, &|l| is_row(l, "two", "work")),
+        "RESTART, then RED, then the rest:\n{screen}"
+    );
+
+    // The job on host two dies (its process, under `mihari run`): the fleet screen shows
+    // it, from the host's own stream.
+    let children = children_of(job.id() as i32);
+    assert!(!children.is_empty(), "the job's process under mihari run");
+    for pid in children {
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = job.wait();
+    let mut screen = String::new();
+    wait_until(
+        "the death on host two shows",
+        Duration::from_secs(30),
+        || {
+            screen = tmux.capture();
+            screen
+                .lines()
+                .any(|l| is_row(l, "two", "work") && l.split_whitespace().nth(3) != Some("RUNNING"))
+        },
+    );
+    assert!(
+        screen.lines().any(|l| is_row(l, "two", "work")
+            && l.contains("SHOULD_BE_RUNNING")
+            && l.contains("killed by SIGKILL")),
+        "{screen}"
+    );
+
+    // The log tail of a job on host two, asked of that host: its escapes arrive inert.
+    tmux.keys(&["j", "Enter"]);
+    let screen = tmux.wait_for(
+        &["work on two", "after-the-escapes"],
+        Duration::from_secs(20),
+    );
+    assert!(!screen.contains('\u{1b}'), "{screen}");
+    assert_ne!(tmux.title(), "pwned-by-log");
+
+    // A restart of host one's job, confirmed in the dialog, carried out by host one's mihari.
+    tmux.keys(&["Escape", "g", "r"]);
+    tmux.wait_for(
+        &["restart 'work'?", "host      one", "[ Restart ]"],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["Tab", "Enter"]);
+    let screen = tmux.wait_for(&["one: restart 'work'"], Duration::from_secs(60));
+    assert!(screen.contains("one: restart 'work': done"), "{screen}");
+    let events = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&one)
+        .args(["events", "--json", "--kind", "confirmed"])
+        .output()
+        .expect("events");
+    let events = String::from_utf8_lossy(&events.stdout);
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let here = fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let confirmed: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        confirmed.iter().any(|e| e["actor"] == "operator"
+            && e["reason"].as_str().is_some_and(|r| r.contains(&format!(
+                "from the fleet: operator '{user}' on '{}'",
+                here.trim()
+            )))),
+        "host one's log names the operator and this machine: {events}"
+    );
+    // Host two's log holds no such decision: it went to host one only.
+    let two_events = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&two)
+        .args(["events", "--json", "--kind", "confirmed"])
+        .output()
+        .expect("events");
+    assert!(
+        String::from_utf8_lossy(&two_events.stdout)
+            .trim()
+            .is_empty()
+    );
+    tmux.keys(&["q"]);
+    kill_runs_under(root.path());
+}
+
+/// Ends the `mihari run` wrappers the test's restarts started (their command lines name the
+/// test's folder) and the jobs under them.
+fn kill_runs_under(root: &Path) {
+    for pid in pids_mentioning(&root.display().to_string()) {
+        for child in children_of(pid) {
+            signal(child, nix::sys::signal::Signal::SIGKILL);
+        }
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The pids whose parent is `parent` (a job runs in a session of its own under `mihari run`).
+fn children_of(parent: i32) -> Vec<i32> {
+    pids_mentioning("")
+        .into_iter()
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after = stat.rsplit_once(')')?.1.to_string();
+                    after.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+#[test]
+fn a_host_whose_stream_dies_or_goes_silent_is_red_and_comes_back() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let one = host_dir(root.path(), "one", false);
+    let two = host_dir(root.path(), "two", true);
+    let binary = mihari_binary().display().to_string();
+    // Host two's mihari keeps a 400 ms heartbeat (sent through ssh's SetEnv, which the test's
+    // sshd accepts): its lines say so, and the screen learns it from them.
+    let mut quick = sshd.ssh();
+    let at = quick.len() - 1;
+    quick.insert(at, "-o".into());
+    quick.insert(at + 1, "SetEnv=MIHARI_FOLLOW_HEARTBEAT_MS=400".into());
+    let fleet = fleet(
+        root.path(),
+        &[
+            host("one", &sshd.ssh(), &one, &binary, 20),
+            host("two", &quick, &two, &binary, 20),
+        ],
+    );
+    let tmux = fleet_screen("fleet-streams", &fleet);
+    tmux.wait_for(
+        &["one", "two", "DEAD_LOCK_STALE", "RED 0"],
+        Duration::from_secs(30),
+    );
+
+    // Its remote mihari killed: host one is RED, "stream ended", then back with its jobs.
+    let mut followers = Vec::new();
+    wait_until(
+        "host one's remote follower starts",
+        Duration::from_secs(10),
+        || {
+            followers = remote_followers(&one);
+            !followers.is_empty()
+        },
+    );
+    for pid in &followers {
+        signal(*pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    tmux.wait_for(&["one: stream ended"], Duration::from_secs(20));
+    tmux.wait_for(&["RED 0"], Duration::from_secs(30));
+    let screen = tmux.capture();
+    assert!(screen.lines().any(|l| is_row(l, "one", "work")), "{screen}");
+
+    // Its remote mihari stopped (alive, silent): host two is RED "silent for", then back.
+    let mut followers = Vec::new();
+    wait_until(
+        "host two's remote follower starts",
+        Duration::from_secs(10),
+        || {
+            followers = remote_followers(&two);
+            !followers.is_empty()
+        },
+    );
+    for pid in &followers {
+        signal(*pid, nix::sys::signal::Signal::SIGSTOP);
+    }
+    let screen = tmux.wait_for(&["two: silent for"], Duration::from_secs(20));
+    assert!(
+        !screen.lines().any(|l| is_row(l, "two", "work")),
+        "{screen}"
+    );
+    for pid in &followers {
+        signal(*pid, nix::sys::signal::Signal::SIGCONT);
+        signal(*pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    tmux.wait_for(&["RED 0"], Duration::from_secs(30));
+    let screen = tmux.capture();
+    assert!(screen.lines().any(|l| is_row(l, "two", "work")), "{screen}");
+    tmux.keys(&["q"]);
 }

@@ -130,6 +130,13 @@ pub struct Dashboard {
 impl Dashboard {
     /// Starts `mihari tui --config CONFIG` as the session leader of a new 120x40 pty.
     pub fn spawn(exe: &Path, config: &Path) -> Result<Dashboard, String> {
+        let config = config.display().to_string();
+        Self::spawn_args(exe, &["tui", "--config", &config])
+    }
+
+    /// Starts `mihari ARGS` (a dashboard: `tui ...`, `fleet ...`) as the session leader of a
+    /// new 120x40 pty.
+    pub fn spawn_args(exe: &Path, args: &[&str]) -> Result<Dashboard, String> {
         let size = Winsize {
             ws_row: ROWS,
             ws_col: COLS,
@@ -152,9 +159,7 @@ impl Dashboard {
         };
         let mut command = Command::new(exe);
         command
-            .arg("tui")
-            .arg("--config")
-            .arg(config)
+            .args(args)
             .env("TERM", "xterm-256color")
             .env_remove("NO_COLOR")
             .stdin(stdio(&pty.slave)?)

@@ -236,8 +236,13 @@ fn on_approval(
 }
 
 /// Who decides: `--yes` is a headless command (cli); answering a prompt is the operator.
+/// A `--yes` sent by a fleet screen is the operator who confirmed it there.
 fn actor(yes: bool) -> Actor {
-    if yes { Actor::Cli } else { Actor::Operator }
+    if yes && crate::store::fleet_origin().is_none() {
+        Actor::Cli
+    } else {
+        Actor::Operator
+    }
 }
 
 /// Prints what the decision will do, asks (unless `yes`), then executes or records the

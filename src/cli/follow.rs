@@ -78,10 +78,28 @@ fn shown(line: &[u8]) -> Value {
     value
 }
 
-/// One line of `snapshot`; `Ok(false)` when the reader has gone.
-fn emit(snapshot: &Snapshot, out: &mut impl Write) -> Result<(Vec<u8>, bool), String> {
+/// check's object for `snapshot` with `heartbeat_sec`, the longest this stream stays silent,
+/// so a reader learns how long a silence means a dead stream instead of assuming it.
+fn follow_line(snapshot: &Snapshot, every: Duration) -> Result<Vec<u8>, String> {
     let mut line = Vec::new();
     render_json(snapshot, &mut line).map_err(|e| e.to_string())?;
+    // The object's closing brace, then the newline: the field goes in before the brace.
+    if line.ends_with(b"}\n") {
+        line.truncate(line.len() - 2);
+        line.extend_from_slice(
+            format!(",\"heartbeat_sec\":{}}}\n", every.as_secs_f64()).as_bytes(),
+        );
+    }
+    Ok(line)
+}
+
+/// One line of `snapshot`; `Ok(false)` when the reader has gone.
+fn emit(
+    snapshot: &Snapshot,
+    every: Duration,
+    out: &mut impl Write,
+) -> Result<(Vec<u8>, bool), String> {
+    let line = follow_line(snapshot, every)?;
     match out.write_all(&line).and_then(|()| out.flush()) {
         Ok(()) => Ok((line, true)),
         Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok((line, false)),
@@ -127,13 +145,13 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
     let now = Utc::now();
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
-    let (line, open) = emit(&snapshot, out)?;
+    let every = heartbeat();
+    let (line, open) = emit(&snapshot, every, out)?;
     if !open {
         return Ok(());
     }
     let mut last_shown = shown(&line);
     let mut last_at = Utc::now();
-    let every = heartbeat();
     loop {
         let now = Utc::now();
         let heartbeat = last_at + chrono::Duration::from_std(every).unwrap_or_default();
@@ -164,8 +182,7 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
             // The heartbeat line carries fresh ages and time even when nothing changed.
             snapshot = live.engine.reassess(now);
         }
-        let mut line = Vec::new();
-        render_json(&snapshot, &mut line).map_err(|e| e.to_string())?;
+        let line = follow_line(&snapshot, every)?;
         let view = shown(&line);
         if view == last_shown && !heartbeat_due {
             continue;

@@ -135,6 +135,9 @@ pub struct EventsArgs {
     /// jobs file names: for a jobs file too broken to say.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Only the newest N (still oldest first).
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
 }
 
 /// Where a command that only reads the store (`events`, `digest`) finds it, and the digest
@@ -718,7 +721,7 @@ pub fn events(config: Option<&Path>, args: EventsArgs, out: &mut impl Write) -> 
         job: args.job,
         kind,
         since,
-        last: None,
+        last: args.last,
     };
     let events = match store.events(&filter) {
         Ok(events) => events,
@@ -858,14 +861,14 @@ fn rfc3339(at: DateTime<Utc>) -> String {
 }
 
 /// Prints a refusal and returns exit 3.
-fn refuse(message: &str) -> ExitCode {
+pub(super) fn refuse(message: &str) -> ExitCode {
     let _ = writeln!(io::stderr(), "mihari: {message}");
     ExitCode::from(EXIT_UNKNOWN)
 }
 
 /// Exit 0 once the output is written; a closed pipe (`mihari events | head`) is not an
 /// error.
-fn finish(written: io::Result<()>) -> ExitCode {
+pub(super) fn finish(written: io::Result<()>) -> ExitCode {
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

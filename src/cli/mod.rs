@@ -10,6 +10,7 @@ pub mod digest;
 mod follow;
 pub mod jobside;
 pub mod shell;
+mod show;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,6 +30,12 @@ pub struct Cli {
     /// else ~/.config/mihari/jobs.yaml.
     #[arg(long, short = 'c', global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Set by `mihari fleet` when it carries out a decision confirmed on its screen: the
+    /// operator and the machine it was confirmed on, recorded in every event this command
+    /// writes (and the decision counts as the operator's, not a headless --yes).
+    #[arg(long, global = true, value_name = "OPERATOR@HOST")]
+    pub from_fleet: Option<String>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -74,8 +81,9 @@ pub enum Command {
         /// else ~/.config/mihari/fleet.yaml.
         #[arg(long, value_name = "FILE")]
         fleet: Option<PathBuf>,
+        /// Without one: the fleet screen, one live action list over every host.
         #[command(subcommand)]
-        command: FleetCommand,
+        command: Option<FleetCommand>,
     },
     /// The machine watcher: keeps watch when no one looks, restarts only what the rules
     /// allow, escalates the four kinds at once and queues the rest for the daily digest.
@@ -170,6 +178,13 @@ pub enum Command {
     Claim(jobside::ClaimArgs),
     /// The event log, oldest first (`--json`: one object per line).
     Events(jobside::EventsArgs),
+    /// A job's log tail, as the dashboard's detail shows it (`--json`: one object, what the
+    /// fleet screen asks a host for). Exit 0, or 3 for an unknown job.
+    Show {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// The daily digest: everything that did not interrupt anyone, grouped by job.
     Digest(digest::DigestArgs),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
@@ -193,6 +208,10 @@ pub enum FleetCommand {
 
 /// Runs the parsed command line; the process exits with the returned code.
 pub fn run(cli: Cli) -> ExitCode {
+    if let Some(origin) = &cli.from_fleet {
+        let (operator, host) = origin.rsplit_once('@').unwrap_or((origin.as_str(), "?"));
+        crate::store::decided_from_fleet(operator, host);
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match cli.command {
@@ -228,8 +247,21 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Sim(args)) => crate::demo::sim::run(args),
         Some(Command::Fleet {
             fleet,
-            command: FleetCommand::Check { json },
+            command: Some(FleetCommand::Check { json }),
         }) => fleet_check(fleet.as_deref(), json, &mut out),
+        Some(Command::Fleet {
+            fleet,
+            command: None,
+        }) => {
+            drop(out);
+            match config::find_fleet_path(fleet.as_deref()).and_then(|p| config::load_fleet(&p)) {
+                Ok(fleet) => crate::fleet::screen::run(fleet),
+                Err(error) => {
+                    let _ = writeln!(std::io::stderr(), "mihari: {error}");
+                    ExitCode::from(check::EXIT_UNKNOWN)
+                }
+            }
+        }
         Some(Command::Watch { once, interval }) => {
             drop(out);
             match load_config(cli.config.as_deref()) {
@@ -280,6 +312,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Some(Command::Claim(args)) => jobside::claim(cli.config.as_deref(), args),
         Some(Command::Events(args)) => jobside::events(cli.config.as_deref(), args, &mut out),
+        Some(Command::Show { job, json }) => {
+            show::show(cli.config.as_deref(), &job, json, &mut out)
+        }
         Some(Command::Digest(args)) => digest::run(cli.config.as_deref(), args, &mut out),
         Some(Command::Completions { shell: which }) => shell::completions(which, &mut out),
         Some(Command::Man) => shell::man(&mut out),

@@ -125,7 +125,8 @@ pub fn run_demo(
 fn fleet_yaml(exe: &Path, jobs_file: &Path) -> String {
     let text = |path: &Path| serde_json::to_string(&path.display().to_string()).unwrap_or_default();
     format!(
-        "# mihari fleet --fleet {fleet}/fleet.yaml check\n\
+        "# mihari fleet --fleet {fleet}/fleet.yaml        (the fleet screen)\n\
+         # mihari fleet --fleet {fleet}/fleet.yaml check  (one merged check)\n\
          # 'localhost' needs `ssh localhost` to log in without a password (a key).\n\
          hosts:\n  - name: here\n    config: {jobs}\n    mihari: {exe}\n\
          \x20 - name: localhost\n    ssh: [ssh, -o, BatchMode=yes, -o, ConnectTimeout=5, localhost]\n\
@@ -139,12 +140,14 @@ fn fleet_yaml(exe: &Path, jobs_file: &Path) -> String {
     )
 }
 
-/// How to try the fleet on the sandbox that stays.
+/// How to try the fleet on the sandbox that stays: the screen and the merged check.
 fn fleet_hint(fleet_file: &Path) -> String {
     format!(
-        "try a fleet of this machine (directly and over ssh to localhost; the second needs \
-         `ssh localhost` with a key): mihari fleet --fleet {} check",
-        fleet_file.display()
+        "try a fleet of this machine (directly as 'here', and over ssh as 'localhost', which \
+         needs `ssh localhost` to log in with a key; without one it shows RED): the fleet \
+         screen, mihari fleet --fleet {f} (keys as on the dashboard; q quits); one merged \
+         check, mihari fleet --fleet {f} check",
+        f = fleet_file.display()
     )
 }
 

@@ -349,6 +349,51 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
         }
         Ok(())
     };
+    // Each host on one line: reachable or not, and whether anything watches its jobs.
+    for host in hosts {
+        let name = text(host, "name");
+        let watcher = host.get("watcher").filter(|w| !w.is_null());
+        let words = match watcher.map(|w| text(w, "state")).as_deref() {
+            _ if host.get("reachable").and_then(Value::as_bool) != Some(true) => {
+                "unreachable".to_string()
+            }
+            Some("alive") => match watcher.and_then(|w| w.get("pid")).and_then(Value::as_u64) {
+                Some(pid) => format!("watcher alive (pid {pid})"),
+                None => "watcher alive".to_string(),
+            },
+            Some("passes") => "watcher passes (watch --once)".to_string(),
+            Some("gone") => "no watcher: it stopped (RED)".to_string(),
+            Some("none_yet") => "no watcher has run yet".to_string(),
+            Some("unknown") => "watcher unknown".to_string(),
+            _ => "watcher not reported".to_string(),
+        };
+        writeln!(out, "  {:<host_width$}  {words}", name)?;
+    }
+    // Pending approvals, which no bucket counts: each waits for a human.
+    let approvals: Vec<String> = jobs
+        .iter()
+        .flat_map(|job| {
+            let (host, id) = (text(job, "host"), text(job, "id"));
+            job.get("approvals")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(move |a| {
+                    format!(
+                        "{host}/{id} '{}': {} (mihari approval approve {} on {host})",
+                        text(a, "step"),
+                        text(a, "summary"),
+                        text(a, "key")
+                    )
+                })
+        })
+        .collect();
+    if !approvals.is_empty() {
+        writeln!(out, "\nAPPROVALS ({})", approvals.len())?;
+        for line in approvals {
+            writeln!(out, "  ⚑ {line}")?;
+        }
+    }
     for bucket in BUCKETS {
         let n = count(bucket);
         if n == 0 {
@@ -398,9 +443,11 @@ mod tests {
             1,
             json!({"jobs": [
                 {"id": "quiet", "state": "RUNNING", "bucket": null},
-                {"id": "held", "state": "SHOULD_BE_RUNNING", "bucket": "DISPATCH"},
+                {"id": "held", "state": "SHOULD_BE_RUNNING", "bucket": "DISPATCH",
+                 "approvals": [{"key": "k1", "step": "publish", "summary": "push v2"}]},
                 {"id": "paused", "state": "PAUSED", "bucket": null},
-            ], "rules": [], "dispatch_held": false}),
+            ], "rules": [], "dispatch_held": false,
+               "watcher": {"state": "alive", "pid": 4100}}),
         );
         let b = answered(
             "b",
@@ -447,5 +494,17 @@ mod tests {
         let table = String::from_utf8(table).expect("utf-8");
         assert!(table.contains("3 hosts (2 reachable)"), "{table}");
         assert!(table.contains("RED (2)\n  ✖ b: no machine"), "{table}");
+        // Each host's watcher, and the approvals no bucket counts.
+        assert!(
+            table.contains("  a     watcher alive (pid 4100)\n"),
+            "{table}"
+        );
+        assert!(table.contains("  c     unreachable\n"), "{table}");
+        assert!(
+            table.contains(
+                "APPROVALS (1)\n  ⚑ a/held 'publish': push v2 (mihari approval approve k1 on a)"
+            ),
+            "{table}"
+        );
     }
 }

@@ -4,7 +4,10 @@
 //!
 //! This front-end never imports the command line. It owns asking the hosts
 //! ([`remote`]) and merging their answers into one action list in the fixed order
-//! ([`check`]); a host that cannot be asked is RED, never silently absent.
+//! ([`check`]), following them live on one screen ([`stream`], [`screen`]); a host that cannot
+//! be asked, or whose stream ends or goes silent, is RED, never silently absent.
 
 pub mod check;
 pub mod remote;
+pub mod screen;
+pub mod stream;

@@ -101,6 +101,18 @@ struct JsonJob<'a> {
     paused: Option<JsonNote>,
     reasons: Vec<String>,
     checks: Vec<JsonCheck<'a>>,
+    /// The job's pending approvals, oldest first: what the fleet screen approves or denies.
+    approvals: Vec<JsonApproval>,
+}
+
+/// A pending approval: its key (what `mihari approval approve KEY` takes), the step, the
+/// summary and when it was asked.
+#[derive(Serialize)]
+struct JsonApproval {
+    key: String,
+    step: String,
+    summary: String,
+    requested_at: String,
 }
 
 /// A run's end: `code` when it exited, `signal` ("SIGTERM") when a signal ended it.
@@ -188,6 +200,16 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
             .map(|r| inert(r))
             .collect(),
         checks: row.checks.iter().map(json_check).collect(),
+        approvals: row
+            .pending_approvals
+            .iter()
+            .map(|a| JsonApproval {
+                key: inert(&a.key),
+                step: inert(&a.step),
+                summary: inert(&a.summary),
+                requested_at: a.requested.to_rfc3339_opts(SecondsFormat::Millis, true),
+            })
+            .collect(),
     }
 }
 

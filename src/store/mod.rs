@@ -509,6 +509,26 @@ pub struct Store {
     actor: Actor,
 }
 
+/// Who confirmed the decisions this process records, when they came from a fleet screen on
+/// another machine (`--from-fleet OPERATOR@HOST`): set once by the command line, written into
+/// every event this process appends, so the host's own log names the person and the machine.
+static FLEET_ORIGIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records that this process acts for `operator` on the fleet screen of `host`; the first
+/// call wins.
+pub fn decided_from_fleet(operator: &str, host: &str) {
+    let _ = FLEET_ORIGIN.set(format!(
+        "from the fleet: operator '{}' on '{}'",
+        crate::core::text::inert(operator),
+        crate::core::text::inert(host)
+    ));
+}
+
+/// Whether this process acts for an operator on a fleet screen (a human confirmed it there).
+pub fn fleet_origin() -> Option<&'static str> {
+    FLEET_ORIGIN.get().map(String::as_str)
+}
+
 /// This process's session id: its PID and start ticks, so a recovery pass can tell whether
 /// the session that made a claim is still alive.
 pub fn this_session() -> String {
@@ -1674,13 +1694,20 @@ fn insert_event(
             event.route,
             event.key,
             // SPEC §6: an event never holds raw paths, whatever error text reached it.
-            event
-                .reason
-                .as_deref()
-                .map(|reason| crate::core::text::inert(&crate::core::text::without_paths(reason))),
+            with_origin(event.reason.as_deref())
+                .map(|reason| crate::core::text::inert(&crate::core::text::without_paths(&reason))),
         ],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+/// An event's reason, with the fleet operator and host this process acts for, if any.
+fn with_origin(reason: Option<&str>) -> Option<String> {
+    match (reason, fleet_origin()) {
+        (Some(reason), Some(origin)) => Some(format!("{reason} ({origin})")),
+        (None, Some(origin)) => Some(origin.to_string()),
+        (reason, None) => reason.map(str::to_string),
+    }
 }
 
 /// The columns [`event_from_row`] reads, in its order.

@@ -39,88 +39,7 @@ pub enum Pane {
     Detail,
 }
 
-/// A button of a confirmation dialog. Cancel is where the focus starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Focus {
-    /// The job id the operator must type to approve or deny.
-    TypedId,
-    /// The reason of a denial, a pause or an acknowledgement.
-    Reason,
-    Cancel,
-    /// Deny (approval dialogs only).
-    Deny,
-    /// Restart, release, approve, pause, resume or acknowledge.
-    Confirm,
-}
-
-/// A confirmation dialog: a proposed decision waiting for the operator's answer. It holds
-/// the decision as a value and answers only with a command; it performs nothing itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dialog {
-    pub decision: Decision,
-    pub focus: Focus,
-    /// What the operator typed as the job id (approvals).
-    pub typed: String,
-    /// What the operator typed as the reason for a denial, a pause or an acknowledgement.
-    pub reason: String,
-}
-
-impl Dialog {
-    /// Cancel has the focus, except in an approval, which starts in the job-id field, and in
-    /// a pause or an acknowledgement, which start in the reason field: typing there can never
-    /// confirm anything.
-    pub fn new(decision: Decision) -> Self {
-        let focus = match decision {
-            Decision::Approve(_) | Decision::Deny(_) => Focus::TypedId,
-            _ if decision.needs_reason() => Focus::Reason,
-            _ => Focus::Cancel,
-        };
-        Dialog {
-            decision,
-            focus,
-            typed: String::new(),
-            reason: String::new(),
-        }
-    }
-
-    /// Whether this is an approval, which asks for the typed job id.
-    pub fn is_approval(&self) -> bool {
-        matches!(self.decision, Decision::Approve(_) | Decision::Deny(_))
-    }
-
-    /// Whether the typed id lets Approve or Deny act.
-    pub fn id_matches(&self) -> bool {
-        self.typed == self.decision.job()
-    }
-
-    /// The focus order that Tab walks.
-    fn order(&self) -> &'static [Focus] {
-        if self.is_approval() {
-            &[
-                Focus::TypedId,
-                Focus::Reason,
-                Focus::Cancel,
-                Focus::Deny,
-                Focus::Confirm,
-            ]
-        } else if self.decision.needs_reason() {
-            &[Focus::Reason, Focus::Cancel, Focus::Confirm]
-        } else {
-            &[Focus::Cancel, Focus::Confirm]
-        }
-    }
-
-    fn move_focus(&mut self, forward: bool) {
-        let order = self.order();
-        let at = order.iter().position(|f| *f == self.focus).unwrap_or(0);
-        let next = if forward {
-            (at + 1) % order.len()
-        } else {
-            (at + order.len() - 1) % order.len()
-        };
-        self.focus = order[next];
-    }
-}
+pub use super::dialog::{Answer, Dialog, Focus};
 
 /// The chooser of the approve key (a job with several pending approvals) and of the marker
 /// key (a job with several stale markers): which one to decide. Choosing one opens the same
@@ -804,97 +723,13 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
     }
 }
 
-/// Keys while a dialog is open: it takes them all. Cancel has the focus at first; Enter on
-/// a button answers; Esc cancels. Only Confirm (or Deny) produces the decision to execute.
+/// Keys while a dialog is open: it takes them all (see [`super::dialog::on_key`]).
 fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
-    let dialog = model.dialog.as_mut()?;
-    match key.code {
-        KeyCode::Esc => {
-            let decision = model.dialog.take()?.decision;
-            return Some(Command::Decline(decision));
-        }
-        KeyCode::Tab | KeyCode::Right => dialog.move_focus(true),
-        KeyCode::BackTab | KeyCode::Left => dialog.move_focus(false),
-        KeyCode::Backspace => match dialog.focus {
-            Focus::TypedId => {
-                dialog.typed.pop();
-            }
-            Focus::Reason => {
-                dialog.reason.pop();
-            }
-            _ => {}
-        },
-        KeyCode::Char(c) if matches!(dialog.focus, Focus::TypedId | Focus::Reason) => {
-            let field = if dialog.focus == Focus::TypedId {
-                &mut dialog.typed
-            } else {
-                &mut dialog.reason
-            };
-            if !c.is_control() && field.chars().count() < 200 {
-                field.push(c);
-            }
-        }
-        KeyCode::Enter => match dialog.focus {
-            Focus::TypedId | Focus::Reason => dialog.move_focus(true),
-            Focus::Cancel => {
-                let decision = model.dialog.take()?.decision;
-                return Some(Command::Decline(decision));
-            }
-            Focus::Confirm | Focus::Deny => {
-                if dialog.is_approval() && !dialog.id_matches() {
-                    model.status = Some(format!(
-                        "type the job id '{}' first: approvals are never a single key press",
-                        dialog.decision.job()
-                    ));
-                    dialog.focus = Focus::TypedId;
-                    return None;
-                }
-                if dialog.decision.needs_reason()
-                    && crate::core::decision::checked_reason(&dialog.reason).is_none()
-                {
-                    model.status = Some(format!(
-                        "write a reason first: why you {} '{}', for whoever looks next",
-                        dialog.decision.verb(),
-                        dialog.decision.job()
-                    ));
-                    dialog.focus = Focus::Reason;
-                    return None;
-                }
-                let dialog = model.dialog.take()?;
-                let decision = match (dialog.decision, dialog.focus) {
-                    (Decision::Approve(mut plan) | Decision::Deny(mut plan), Focus::Deny) => {
-                        plan.reason = Some(if dialog.reason.trim().is_empty() {
-                            "denied from the dashboard".to_string()
-                        } else {
-                            dialog.reason.trim().to_string()
-                        });
-                        Decision::Deny(plan)
-                    }
-                    (Decision::Approve(mut plan) | Decision::Deny(mut plan), _) => {
-                        plan.reason = None;
-                        Decision::Approve(plan)
-                    }
-                    (Decision::Pause(mut plan), _) => {
-                        plan.reason = dialog.reason.trim().to_string();
-                        Decision::Pause(plan)
-                    }
-                    (Decision::Acknowledge(mut plan), _) => {
-                        plan.reason = dialog.reason.trim().to_string();
-                        Decision::Acknowledge(plan)
-                    }
-                    (decision, _) => decision,
-                };
-                model.status = Some(format!(
-                    "{} '{}': carrying it out…",
-                    decision.verb(),
-                    decision.job()
-                ));
-                return Some(Command::Execute(decision));
-            }
-        },
-        _ => {}
+    match super::dialog::on_key(&mut model.dialog, &mut model.status, key) {
+        Answer::Open => None,
+        Answer::Decline(decision) => Some(Command::Decline(decision)),
+        Answer::Execute(decision) => Some(Command::Execute(decision)),
     }
-    None
 }
 
 /// Keys while a chooser is open: arrows (or j/k) move, Enter takes the highlighted one, a

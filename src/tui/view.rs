@@ -419,7 +419,7 @@ fn job_line(
 
 /// Pads or cuts `text` to exactly `width` columns (a combining mark takes none, and stays
 /// with its character when the text is cut).
-fn pad(text: &str, width: usize) -> String {
+pub(crate) fn pad(text: &str, width: usize) -> String {
     let count = text.chars().filter(|c| !is_mark(*c)).count();
     if count <= width {
         format!("{text}{}", " ".repeat(width - count))
@@ -1266,7 +1266,7 @@ fn bytes(n: u64) -> String {
 /// Splits `text` into pieces of at most `width` characters, at spaces where it can. Wrapped
 /// pieces are indented like the first so lists stay readable. A combining mark counts as no
 /// column and stays with the character it sits on (900 of them used to take nine rows).
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let indent: String = text.chars().take_while(|c| *c == ' ').collect();
     let indent = if indent.len() + 10 < width {
         format!("{indent}  ")
@@ -1425,103 +1425,9 @@ fn help(model: &Model, frame: &mut Frame, size: Rect) {
     );
 }
 
-/// The confirmation dialog: what will happen, then the buttons; Cancel is focused first.
+/// The confirmation dialog, drawn by the one dialog code both screens use.
 fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, size: Rect) {
-    use super::model::Focus;
-    let theme = &model.theme;
-    let width = size.width.saturating_sub(4).clamp(20.min(size.width), 96);
-    let inner_width = usize::from(width.saturating_sub(2));
-    let mut lines: Vec<Line> = Vec::new();
-    for (label, value) in dialog.decision.describe(model.now) {
-        let text = format!(
-            "{label:<9} {}",
-            model.zone.rewrite_utc_stamps(&inert(&value))
-        );
-        for piece in wrap(&text, inner_width.saturating_sub(1)) {
-            lines.push(Line::raw(format!(" {piece}")));
-        }
-    }
-    lines.push(Line::raw(""));
-    let field = |label: &str, value: &str, focused: bool| {
-        let style = if focused {
-            theme.selected()
-        } else {
-            Style::default()
-        };
-        Line::from(vec![
-            Span::styled(format!(" {label}: "), theme.heading()),
-            Span::styled(format!("{}▏", inert(value)), style),
-        ])
-    };
-    if dialog.is_approval() {
-        lines.push(field(
-            &format!("type the job id '{}'", dialog.decision.job()),
-            &dialog.typed,
-            dialog.focus == Focus::TypedId,
-        ));
-        lines.push(field(
-            "reason, if you deny",
-            &dialog.reason,
-            dialog.focus == Focus::Reason,
-        ));
-        lines.push(Line::raw(""));
-    } else if dialog.decision.needs_reason() {
-        lines.push(field(
-            &format!("reason, why you {} it (required)", dialog.decision.verb()),
-            &dialog.reason,
-            dialog.focus == Focus::Reason,
-        ));
-        lines.push(Line::raw(""));
-    }
-    let button = |label: &str, focus: Focus| {
-        let style = if dialog.focus == focus {
-            theme
-                .selected()
-                .add_modifier(ratatui::style::Modifier::BOLD)
-        } else {
-            Style::default()
-        };
-        Span::styled(format!("[ {label} ]"), style)
-    };
-    let mut buttons = vec![Span::raw(" "), button("Cancel", Focus::Cancel)];
-    if dialog.is_approval() {
-        buttons.push(Span::raw("  "));
-        buttons.push(button("Deny", Focus::Deny));
-        buttons.push(Span::raw("  "));
-        buttons.push(button("Approve", Focus::Confirm));
-    } else {
-        buttons.push(Span::raw("  "));
-        let verb = match dialog.decision.verb() {
-            "restart" => "Restart",
-            "pause" => "Pause",
-            "resume" => "Resume",
-            "acknowledge" => "Acknowledge",
-            _ => "Release",
-        };
-        buttons.push(button(verb, Focus::Confirm));
-    }
-    lines.push(Line::from(buttons));
-    lines.push(Line::styled(
-        " Tab moves · Enter answers · Esc cancels",
-        theme.dim(),
-    ));
-    let area = centered(size, width, lines.len() as u16 + 2);
-    let title = format!(
-        " {} '{}'? ",
-        dialog.decision.verb(),
-        inert(dialog.decision.job())
-    );
-    frame.render_widget(Clear, area);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(theme.alarm())
-                .title(Span::styled(title, theme.heading()))
-                .title_alignment(Alignment::Center),
-        ),
-        area,
-    );
+    super::dialog::draw(&model.theme, model.zone, model.now, dialog, frame, size);
 }
 
 /// A chooser: a job's pending approvals (numbered oldest first) or its stale markers (in
@@ -1756,7 +1662,7 @@ fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
 
 /// A box `width` wide and `height` tall (at most the screen's) in the middle of `size`: where
 /// a dialog goes.
-fn centered(size: Rect, width: u16, height: u16) -> Rect {
+pub(crate) fn centered(size: Rect, width: u16, height: u16) -> Rect {
     let height = height.min(size.height);
     Rect::new(
         size.x + (size.width.saturating_sub(width)) / 2,

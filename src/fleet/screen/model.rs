@@ -1,0 +1,857 @@
+//! The fleet screen's state and its one transition function (The Elm Architecture, as the
+//! local dashboard's): every host's latest `check --json --follow` line, or why the host is
+//! RED, merged into one action list in the fixed order with a host column.
+//!
+//! `update` performs no I/O: it never reads a clock (the runtime hands it `now`), never runs
+//! ssh and never acts on a job. A confirmed decision leaves it as a [`FleetCommand`] for the
+//! runtime, which has the host's own mihari carry it out.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use serde_json::Value;
+
+use crate::core::text::inert;
+use crate::probe::zone::Zone;
+use crate::tui::dialog::{self, Answer, Dialog, Proposal};
+use crate::tui::theme::Theme;
+
+/// The interval a host's stream is assumed to keep until its first line says its own.
+pub const ASSUMED_HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// One host as the screen knows it.
+#[derive(Debug, Clone)]
+pub struct HostView {
+    pub name: String,
+    /// The host's latest line, parsed.
+    pub report: Option<Value>,
+    /// Why the host is RED now (its stream ended, never started, or went silent); `None`
+    /// while its stream delivers.
+    pub red: Option<String>,
+    /// When its stream last delivered a line (or was started).
+    pub heard_at: DateTime<Utc>,
+    /// The longest its stream stays silent, as its lines say.
+    pub heartbeat: Duration,
+    /// Whether a line has been heard since the stream last started.
+    pub heard: bool,
+    /// Its stream was killed for its silence: the end that follows says nothing new.
+    pub silenced: bool,
+}
+
+impl HostView {
+    /// The moment a silence makes this host RED: twice its interval after its last line.
+    pub fn silent_after(&self) -> DateTime<Utc> {
+        self.heard_at + chrono::Duration::from_std(self.heartbeat * 2).unwrap_or_default()
+    }
+}
+
+/// One line of the merged list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Row {
+    Heading {
+        bucket: Option<&'static str>,
+        count: usize,
+    },
+    /// A host's job: the host's index and the job's object as the host sent it.
+    Job { host: usize, job: Value },
+    /// A rule of no one job, or a host that is RED, under RED.
+    Rule(String),
+}
+
+impl Row {
+    fn key(&self, hosts: &[HostView]) -> Option<(String, String)> {
+        match self {
+            Row::Job { host, job } => Some((
+                hosts[*host].name.clone(),
+                job.get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What a remote decision asks the host's mihari to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteAction {
+    Restart,
+    Release,
+    ReleaseMarker,
+    Pause,
+    Resume,
+    Acknowledge,
+    /// Approve (or, answered so, deny) the pending approval with this key.
+    Approve {
+        key: String,
+        deny: bool,
+    },
+}
+
+/// A decision proposed on the fleet screen, carried out by the host's own `mihari ... --yes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteDecision {
+    pub host: String,
+    pub job: String,
+    pub action: RemoteAction,
+    /// What the host said about the job, for the dialog: its state and why.
+    pub lines: Vec<(String, String)>,
+    pub reason: String,
+}
+
+impl RemoteDecision {
+    /// The words after `mihari --config C` on the host.
+    pub fn args(&self) -> Vec<String> {
+        let job = self.job.clone();
+        let mut args: Vec<String> = match &self.action {
+            RemoteAction::Restart => vec!["restart".into(), job],
+            RemoteAction::Release => vec!["release".into(), job],
+            RemoteAction::ReleaseMarker => vec!["release-marker".into(), job],
+            RemoteAction::Pause => {
+                vec!["pause".into(), job, "--reason".into(), self.reason.clone()]
+            }
+            RemoteAction::Resume => vec!["resume".into(), job],
+            RemoteAction::Acknowledge => {
+                vec!["ack".into(), job, "--reason".into(), self.reason.clone()]
+            }
+            RemoteAction::Approve { key, deny: false } => {
+                vec!["approval".into(), "approve".into(), key.clone()]
+            }
+            RemoteAction::Approve { key, deny: true } => vec![
+                "approval".into(),
+                "deny".into(),
+                key.clone(),
+                "--reason".into(),
+                self.reason.clone(),
+            ],
+        };
+        args.push("--yes".into());
+        args
+    }
+}
+
+impl Proposal for RemoteDecision {
+    fn verb(&self) -> &str {
+        match &self.action {
+            RemoteAction::Restart => "restart",
+            RemoteAction::Release => "release",
+            RemoteAction::ReleaseMarker => "release marker",
+            RemoteAction::Pause => "pause",
+            RemoteAction::Resume => "resume",
+            RemoteAction::Acknowledge => "acknowledge",
+            RemoteAction::Approve { deny: false, .. } => "approve",
+            RemoteAction::Approve { deny: true, .. } => "deny",
+        }
+    }
+
+    fn job(&self) -> &str {
+        &self.job
+    }
+
+    fn describe(&self, _now: DateTime<Utc>) -> Vec<(String, String)> {
+        let mut lines = vec![("host".to_string(), self.host.clone())];
+        lines.extend(self.lines.iter().cloned());
+        lines.push((
+            "runs".to_string(),
+            format!(
+                "mihari {} on '{}', over its ssh; the host's own rules decide, and its event \
+                 log records you and this machine",
+                self.args().join(" "),
+                self.host
+            ),
+        ));
+        lines
+    }
+
+    fn needs_reason(&self) -> bool {
+        matches!(self.action, RemoteAction::Pause | RemoteAction::Acknowledge)
+    }
+
+    fn is_approval(&self) -> bool {
+        matches!(self.action, RemoteAction::Approve { .. })
+    }
+
+    fn answered(mut self, deny: bool, reason: &str) -> Self {
+        if let RemoteAction::Approve { deny: denied, .. } = &mut self.action {
+            *denied = deny;
+            self.reason = if reason.trim().is_empty() {
+                "denied from the fleet screen".to_string()
+            } else {
+                reason.trim().to_string()
+            };
+        } else {
+            self.reason = reason.trim().to_string();
+        }
+        self
+    }
+}
+
+/// The remote job's log tail and events, as its host answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remote {
+    pub host: String,
+    pub job: String,
+    /// Lines (each made inert again here), or why there are none.
+    pub lines: Result<Vec<String>, String>,
+}
+
+/// Everything the fleet screen shows.
+#[derive(Debug, Clone)]
+pub struct FleetModel {
+    pub now: DateTime<Utc>,
+    pub hosts: Vec<HostView>,
+    /// The selected job: (host, id).
+    pub selected: Option<(String, String)>,
+    pub list_scroll: usize,
+    /// The detail pane (with the log tail) is open.
+    pub detail: bool,
+    pub tail: Option<Remote>,
+    /// A tail is being asked for; one more is asked when it comes if the host said more meanwhile.
+    pub tail_asked: bool,
+    pub tail_stale: bool,
+    /// The event log of the selected job, when open (`e`).
+    pub events: Option<Remote>,
+    pub dialog: Option<Dialog<RemoteDecision>>,
+    pub status: Option<String>,
+    pub help: bool,
+    pub size: (u16, u16),
+    pub theme: Theme,
+    pub zone: Zone,
+    pub dirty: bool,
+    pub quit: bool,
+}
+
+/// What can happen to the fleet screen.
+#[derive(Debug, Clone)]
+pub enum FleetMsg {
+    Key(KeyEvent),
+    Resize(u16, u16),
+    /// A host's stream delivered a line at `at`.
+    Line {
+        host: usize,
+        line: String,
+        at: DateTime<Utc>,
+    },
+    /// A host's stream ended or could not start.
+    Ended {
+        host: usize,
+        why: String,
+    },
+    /// A host's stream said nothing past twice its interval (the runtime kills it).
+    Silent {
+        host: usize,
+        at: DateTime<Utc>,
+    },
+    Tail(Remote),
+    Events(Remote),
+    /// What became of a remote decision, in words.
+    Outcome(String),
+}
+
+/// What `update` asks the runtime to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FleetCommand {
+    Quit,
+    /// Ask `host` for `job`'s log tail (`mihari show JOB --json`).
+    LoadTail {
+        host: String,
+        job: String,
+    },
+    /// Ask `host` for `job`'s events (`mihari events --json --job JOB`).
+    LoadEvents {
+        host: String,
+        job: String,
+    },
+    /// Have the host's mihari carry out a confirmed decision.
+    Execute(RemoteDecision),
+    /// Kill the stream of this host (it went silent); it restarts with its backoff.
+    KillStream(usize),
+}
+
+const BUCKETS: [&str; 4] = ["RESTART", "RED", "STALE", "DISPATCH"];
+
+fn text<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+impl FleetModel {
+    pub fn new(names: Vec<String>, theme: Theme, now: DateTime<Utc>) -> Self {
+        FleetModel {
+            now,
+            hosts: names
+                .into_iter()
+                .map(|name| HostView {
+                    name,
+                    report: None,
+                    red: None,
+                    heard_at: now,
+                    heartbeat: ASSUMED_HEARTBEAT,
+                    heard: false,
+                    silenced: false,
+                })
+                .collect(),
+            selected: None,
+            list_scroll: 0,
+            detail: false,
+            tail: None,
+            tail_asked: false,
+            tail_stale: false,
+            events: None,
+            dialog: None,
+            status: None,
+            help: false,
+            size: (80, 24),
+            theme,
+            zone: Zone::Utc,
+            dirty: true,
+            quit: false,
+        }
+    }
+
+    /// The rules under RED: every RED host, then each host's own rules, named by host.
+    pub fn rules(&self) -> Vec<String> {
+        let mut rules = Vec::new();
+        for host in &self.hosts {
+            if let Some(why) = &host.red {
+                rules.push(format!("{}: {why}", host.name));
+            }
+        }
+        for host in &self.hosts {
+            for rule in host
+                .report
+                .as_ref()
+                .and_then(|r| r.get("rules"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                rules.push(format!("{}: {rule}", host.name));
+            }
+        }
+        rules
+    }
+
+    /// Every job of every host that is not RED for its stream, in the fixed order: bucket,
+    /// paused last among the rest, then the fleet file's order of hosts, then each host's.
+    pub fn jobs(&self) -> Vec<(usize, &Value)> {
+        let mut jobs: Vec<(usize, bool, usize, usize, &Value)> = Vec::new();
+        for (h, host) in self.hosts.iter().enumerate() {
+            let Some(report) = &host.report else { continue };
+            for (i, job) in report
+                .get("jobs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let rank = BUCKETS
+                    .iter()
+                    .position(|b| *b == text(job, "bucket"))
+                    .unwrap_or(BUCKETS.len());
+                jobs.push((rank, text(job, "state") == "PAUSED", h, i, job));
+            }
+        }
+        jobs.sort_by_key(|(rank, paused, h, i, _)| (*rank, *paused, *h, *i));
+        jobs.into_iter().map(|(.., h, _, job)| (h, job)).collect()
+    }
+
+    /// The list's lines: a heading per bucket that has any, RED's rules first under RED.
+    pub fn rows(&self) -> Vec<Row> {
+        let rules = self.rules();
+        let jobs = self.jobs();
+        let mut rows = Vec::new();
+        let in_bucket = |bucket: Option<&'static str>| {
+            jobs.iter()
+                .filter(move |(_, job)| match bucket {
+                    Some(b) => text(job, "bucket") == b,
+                    None => !BUCKETS.contains(&text(job, "bucket")),
+                })
+                .map(|(h, job)| Row::Job {
+                    host: *h,
+                    job: (*job).clone(),
+                })
+        };
+        for bucket in BUCKETS {
+            let of_bucket: Vec<Row> = in_bucket(Some(bucket)).collect();
+            let extra = if bucket == "RED" { rules.len() } else { 0 };
+            if of_bucket.len() + extra == 0 {
+                continue;
+            }
+            rows.push(Row::Heading {
+                bucket: Some(bucket),
+                count: of_bucket.len() + extra,
+            });
+            if bucket == "RED" {
+                rows.extend(rules.iter().cloned().map(Row::Rule));
+            }
+            rows.extend(of_bucket);
+        }
+        let rest: Vec<Row> = in_bucket(None).collect();
+        if !rest.is_empty() {
+            rows.push(Row::Heading {
+                bucket: None,
+                count: rest.len(),
+            });
+            rows.extend(rest);
+        }
+        rows
+    }
+
+    /// The selected job's host index and object.
+    pub fn selected_job(&self) -> Option<(usize, Value)> {
+        let (host, id) = self.selected.as_ref()?;
+        let h = self.hosts.iter().position(|v| &v.name == host)?;
+        let job = self.hosts[h]
+            .report
+            .as_ref()?
+            .get("jobs")?
+            .as_array()?
+            .iter()
+            .find(|job| text(job, "id") == id)?
+            .clone();
+        Some((h, job))
+    }
+
+    /// The earliest moment a host goes silent: the one timer the runtime sets.
+    pub fn next_silence(&self) -> Option<DateTime<Utc>> {
+        self.hosts
+            .iter()
+            .filter(|h| h.red.is_none())
+            .map(HostView::silent_after)
+            .min()
+    }
+
+    fn keys(&self) -> Vec<(String, String)> {
+        let rows = self.rows();
+        rows.iter().filter_map(|r| r.key(&self.hosts)).collect()
+    }
+
+    fn move_selection(&mut self, delta: isize) -> Option<FleetCommand> {
+        let keys = self.keys();
+        if keys.is_empty() {
+            return None;
+        }
+        let at = self
+            .selected
+            .as_ref()
+            .and_then(|s| keys.iter().position(|k| k == s))
+            .unwrap_or(0) as isize;
+        let next = (at + delta).clamp(0, keys.len() as isize - 1) as usize;
+        self.selected = Some(keys[next].clone());
+        self.ensure_visible();
+        self.dirty = true;
+        self.tail_command(false)
+    }
+
+    fn ensure_visible(&mut self) {
+        let rows = self.rows();
+        let Some(sel) = &self.selected else { return };
+        let Some(at) = rows
+            .iter()
+            .position(|r| r.key(&self.hosts).as_ref() == Some(sel))
+        else {
+            return;
+        };
+        let height = usize::from(self.list_height()).max(1);
+        if at < self.list_scroll {
+            self.list_scroll = at.saturating_sub(1);
+        } else if at >= self.list_scroll + height {
+            self.list_scroll = at + 1 - height;
+        }
+    }
+
+    /// The list's inner height on screen (see the view's split).
+    pub fn list_height(&self) -> u16 {
+        let body = self.size.1.saturating_sub(2);
+        if self.detail { body / 2 } else { body }.saturating_sub(2)
+    }
+
+    /// Asks for the selected job's tail when the detail is open and it is not loaded yet.
+    fn tail_command(&mut self, again: bool) -> Option<FleetCommand> {
+        if !self.detail {
+            return None;
+        }
+        let (host, job) = self.selected.clone()?;
+        let loaded = self
+            .tail
+            .as_ref()
+            .is_some_and(|t| t.host == host && t.job == job);
+        if loaded && !again {
+            return None;
+        }
+        if !loaded {
+            self.tail = None;
+        }
+        // One ask at a time per screen: a chatty host's lines never pile up ssh runs.
+        if self.tail_asked {
+            self.tail_stale = true;
+            return None;
+        }
+        self.tail_asked = true;
+        Some(FleetCommand::LoadTail { host, job })
+    }
+
+    fn propose(&mut self, action: RemoteAction) -> Option<FleetCommand> {
+        let Some((h, job)) = self.selected_job() else {
+            self.status = Some("select a job first".to_string());
+            self.dirty = true;
+            return None;
+        };
+        let mut lines = vec![(
+            "state".to_string(),
+            format!("{} ({})", text(&job, "state"), {
+                let b = text(&job, "bucket");
+                if b.is_empty() { "no action" } else { b }
+            }),
+        )];
+        for reason in job
+            .get("reasons")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            lines.push(("why".to_string(), reason.to_string()));
+        }
+        let action = match action {
+            RemoteAction::Approve { .. } => {
+                let approvals: Vec<&Value> = job
+                    .get("approvals")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let Some(first) = approvals.first() else {
+                    self.status = Some(format!(
+                        "'{}' on '{}' has no pending approval",
+                        inert(text(&job, "id")),
+                        self.hosts[h].name
+                    ));
+                    self.dirty = true;
+                    return None;
+                };
+                lines.push(("step".to_string(), text(first, "step").to_string()));
+                lines.push(("summary".to_string(), text(first, "summary").to_string()));
+                if approvals.len() > 1 {
+                    lines.push((
+                        "note".to_string(),
+                        format!(
+                            "the oldest of {} pending approvals; the others stay pending",
+                            approvals.len()
+                        ),
+                    ));
+                }
+                RemoteAction::Approve {
+                    key: text(first, "key").to_string(),
+                    deny: false,
+                }
+            }
+            RemoteAction::Pause if job.get("paused").is_some_and(|p| !p.is_null()) => {
+                RemoteAction::Resume
+            }
+            other => other,
+        };
+        self.dialog = Some(Dialog::new(RemoteDecision {
+            host: self.hosts[h].name.clone(),
+            job: text(&job, "id").to_string(),
+            action,
+            lines,
+            reason: String::new(),
+        }));
+        self.dirty = true;
+        None
+    }
+}
+
+/// The one transition function.
+pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
+    match msg {
+        FleetMsg::Key(key) if key.kind != KeyEventKind::Release => on_key(model, key),
+        FleetMsg::Key(_) => None,
+        FleetMsg::Resize(w, h) => {
+            model.size = (w, h);
+            model.dirty = true;
+            None
+        }
+        FleetMsg::Line { host, line, at } => {
+            let view = model.hosts.get_mut(host)?;
+            let Ok(report) = serde_json::from_str::<Value>(&line) else {
+                return None;
+            };
+            if !report.get("jobs").is_some_and(Value::is_array) {
+                return None;
+            }
+            if let Some(every) = report
+                .get("heartbeat_sec")
+                .and_then(Value::as_f64)
+                .filter(|s| *s > 0.0 && s.is_finite())
+            {
+                view.heartbeat = Duration::from_secs_f64(every);
+            }
+            view.report = Some(report);
+            view.red = None;
+            view.heard = true;
+            view.heard_at = at;
+            model.now = at;
+            model.dirty = true;
+            if model.selected.is_none() {
+                model.selected = model.keys().into_iter().next();
+            }
+            // A new line of the selected job's host may mean new log lines.
+            let selected_here = model
+                .selected
+                .as_ref()
+                .is_some_and(|(h, _)| *h == model.hosts[host].name);
+            if selected_here {
+                return model.tail_command(true);
+            }
+            None
+        }
+        FleetMsg::Ended { host, why } => {
+            if let Some(view) = model.hosts.get_mut(host) {
+                // A stream killed for its silence stays "silent for N s", not "killed"; the
+                // ends of the streams started after it say why they end.
+                if !std::mem::take(&mut view.silenced) {
+                    view.red = Some(why);
+                }
+                view.report = None;
+                view.heard = false;
+                model.dirty = true;
+            }
+            None
+        }
+        FleetMsg::Silent { host, at } => {
+            let view = model.hosts.get_mut(host)?;
+            let secs = (at - view.heard_at).num_seconds().max(0);
+            view.red = Some(format!("silent for {secs} s"));
+            view.report = None;
+            view.heard = false;
+            view.silenced = true;
+            model.now = at;
+            model.dirty = true;
+            Some(FleetCommand::KillStream(host))
+        }
+        FleetMsg::Tail(tail) => {
+            model.tail_asked = false;
+            let current = model.selected.as_ref() == Some(&(tail.host.clone(), tail.job.clone()));
+            if current {
+                model.tail = Some(tail);
+                model.dirty = true;
+            }
+            if std::mem::take(&mut model.tail_stale) || !current {
+                return model.tail_command(true);
+            }
+            None
+        }
+        FleetMsg::Events(events) => {
+            if model.events.is_some() {
+                model.events = Some(events);
+                model.dirty = true;
+            }
+            None
+        }
+        FleetMsg::Outcome(words) => {
+            model.status = Some(words);
+            model.dirty = true;
+            None
+        }
+    }
+}
+
+fn on_key(model: &mut FleetModel, key: KeyEvent) -> Option<FleetCommand> {
+    if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+        model.quit = true;
+        return Some(FleetCommand::Quit);
+    }
+    model.dirty = true;
+    if model.dialog.is_some() {
+        return match dialog::on_key(&mut model.dialog, &mut model.status, key) {
+            Answer::Open => None,
+            Answer::Decline(decision) => {
+                model.status = Some(format!(
+                    "{} '{}' on '{}' cancelled: nothing was sent to the host",
+                    decision.verb(),
+                    inert(&decision.job),
+                    decision.host
+                ));
+                None
+            }
+            Answer::Execute(decision) => Some(FleetCommand::Execute(decision)),
+        };
+    }
+    if model.help {
+        model.help = false;
+        return None;
+    }
+    model.status = None;
+    if model.events.is_some() {
+        if matches!(key.code, KeyCode::Esc | KeyCode::Char('e' | 'q')) {
+            model.events = None;
+        }
+        return None;
+    }
+    match key.code {
+        KeyCode::Char('q') => {
+            model.quit = true;
+            Some(FleetCommand::Quit)
+        }
+        KeyCode::Char('?') => {
+            model.help = true;
+            None
+        }
+        KeyCode::Down | KeyCode::Char('j') => model.move_selection(1),
+        KeyCode::Up | KeyCode::Char('k') => model.move_selection(-1),
+        KeyCode::PageDown => model.move_selection(model.list_height() as isize),
+        KeyCode::PageUp => model.move_selection(-(model.list_height() as isize)),
+        KeyCode::Home | KeyCode::Char('g') => model.move_selection(isize::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => model.move_selection(isize::MAX / 2),
+        KeyCode::Enter | KeyCode::Char('l') => {
+            model.detail = !model.detail;
+            model.ensure_visible();
+            model.tail_command(false)
+        }
+        KeyCode::Esc => {
+            model.detail = false;
+            None
+        }
+        KeyCode::Char('e') => {
+            let (host, job) = model.selected.clone()?;
+            model.events = Some(Remote {
+                host: host.clone(),
+                job: job.clone(),
+                lines: Ok(Vec::new()),
+            });
+            Some(FleetCommand::LoadEvents { host, job })
+        }
+        KeyCode::Char('r') => model.propose(RemoteAction::Restart),
+        KeyCode::Char('x') => model.propose(RemoteAction::Release),
+        KeyCode::Char('M') => model.propose(RemoteAction::ReleaseMarker),
+        KeyCode::Char('p') => model.propose(RemoteAction::Pause),
+        KeyCode::Char('K') => model.propose(RemoteAction::Acknowledge),
+        KeyCode::Char('a') => model.propose(RemoteAction::Approve {
+            key: String::new(),
+            deny: false,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(heartbeat: f64, state: &str, bucket: Option<&str>) -> String {
+        serde_json::json!({
+            "jobs": [{"id": "work", "state": state, "bucket": bucket, "reasons": []}],
+            "rules": [],
+            "heartbeat_sec": heartbeat,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_host_learns_its_interval_from_its_lines_and_is_red_when_silent_past_twice_it() {
+        let start = Utc::now();
+        let mut model = FleetModel::new(vec!["a".into(), "b".into()], Theme::plain(), start);
+        // Before any line, the interval is assumed; the first line says its own.
+        assert_eq!(model.hosts[0].heartbeat, ASSUMED_HEARTBEAT);
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line(0.5, "RUNNING", None),
+                at: start,
+            },
+        );
+        assert_eq!(model.hosts[0].heartbeat, Duration::from_millis(500));
+        assert_eq!(
+            model.next_silence(),
+            Some(start + chrono::Duration::seconds(1))
+        );
+        let later = start + chrono::Duration::seconds(65);
+        let command = update(&mut model, FleetMsg::Silent { host: 0, at: later });
+        assert_eq!(command, Some(FleetCommand::KillStream(0)));
+        assert_eq!(model.rules(), ["a: silent for 65 s"]);
+        // Its stream, killed, ends: the host stays RED for its silence, never dropped.
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 0,
+                why: "stream ended (killed)".into(),
+            },
+        );
+        assert_eq!(model.rules(), ["a: silent for 65 s"]);
+        // The stream started after it says why it ends, in its own words.
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 0,
+                why: "stream ended: ssh said: Connection timed out".into(),
+            },
+        );
+        assert_eq!(
+            model.rules(),
+            ["a: stream ended: ssh said: Connection timed out"]
+        );
+        update(
+            &mut model,
+            FleetMsg::Ended {
+                host: 1,
+                why: "stream ended: ssh said: Connection refused".into(),
+            },
+        );
+        assert_eq!(
+            model.rows()[0],
+            Row::Heading {
+                bucket: Some("RED"),
+                count: 2
+            }
+        );
+        // Back when its stream is.
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line(0.5, "DEAD_LOCK_STALE", Some("RESTART")),
+                at: later,
+            },
+        );
+        assert_eq!(
+            model.rules(),
+            ["b: stream ended: ssh said: Connection refused"]
+        );
+        assert_eq!(
+            model.rows()[0],
+            Row::Heading {
+                bucket: Some("RESTART"),
+                count: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_confirmed_remote_decision_is_the_hosts_own_command_with_yes() {
+        let decision = RemoteDecision {
+            host: "gpu1".into(),
+            job: "train".into(),
+            action: RemoteAction::Approve {
+                key: "k1".into(),
+                deny: false,
+            },
+            lines: Vec::new(),
+            reason: String::new(),
+        };
+        let denied = decision.clone().answered(true, "  not today ");
+        assert_eq!(
+            denied.args(),
+            ["approval", "deny", "k1", "--reason", "not today", "--yes"]
+        );
+        assert_eq!(
+            decision.answered(false, "").args(),
+            ["approval", "approve", "k1", "--yes"]
+        );
+    }
+}
