@@ -5,8 +5,10 @@
 //!   killed, timed until the fleet screen's row for it leaves RUNNING (20 samples, p99 at
 //!   most 500 ms), beside the same death on the local dashboard of that host's jobs file;
 //! - 20 hosts (20 jobs files over one sshd): the fleet screen's first merged frame, from its
-//!   start until the header counts every host's job (median of 3, at most 2 s), beside
-//!   `mihari fleet check --json` on the same hosts (twenty asks at once) as the floor.
+//!   start until the header counts every host's job (median of 3, at most 2 s), cold and over
+//!   a ControlMaster, as the bench's own user and as a fleet account whose login shell is
+//!   /bin/sh, beside twenty `ssh HOST true` at once and `mihari fleet check --json` on the
+//!   same hosts as the floors.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -54,6 +56,17 @@ impl Sshd {
         keygen(&root.join("user_key"))?;
         fs::copy(root.join("user_key.pub"), root.join("authorized_keys"))
             .map_err(|e| e.to_string())?;
+        // sshd reads authorized_keys as the user logging in: the fleet account must reach it.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(root, fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+            fs::set_permissions(
+                root.join("authorized_keys"),
+                fs::Permissions::from_mode(0o644),
+            )
+            .map_err(|e| e.to_string())?;
+        }
         let _ = fs::create_dir_all("/run/sshd");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -104,7 +117,10 @@ impl Sshd {
     }
 
     fn ssh(&self) -> Vec<String> {
-        let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+        self.ssh_as(&whoami())
+    }
+
+    fn ssh_as(&self, user: &str) -> Vec<String> {
         [
             "ssh",
             "-F",
@@ -310,9 +326,164 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
         pass,
     );
 
-    // Twenty hosts: the first merged frame.
+    // Twenty hosts: the first merged frame. Once as the bench's own user, and once as a
+    // fleet account whose login shell is /bin/sh: ssh runs every remote command through the
+    // account's shell, and root's ~/.bashrc here runs `pyenv init` (about 0.2 s of CPU per
+    // session, 4 s for twenty) — the remote account's start-up, not mihari's nor ssh's.
+    let mut accounts = vec![(whoami(), None)];
+    match FleetUser::ensure() {
+        Ok(user) => accounts.push((FLEET_USER.to_string(), Some(user))),
+        Err(why) => println!("  (no '{FLEET_USER}' account: {why}; its rows are skipped)"),
+    }
+    for (user, owner) in accounts {
+        let many = knobs.tempdir()?;
+        let (configs, remote_exe) = many_hosts(many.path(), exe, owner.as_ref())?;
+        let cold = sshd.ssh_as(&user);
+        let multiplexed = multiplexed(&sshd, &cold);
+        let warm = quiet(&multiplexed, &["true"])?;
+        if !warm.success() {
+            return Err(format!(
+                "the ssh master connection as '{user}' could not be made"
+            ));
+        }
+        let shell = match owner {
+            Some(_) => "login shell /bin/sh".to_string(),
+            None => format!("'{user}', whose ~/.bashrc runs at every session"),
+        };
+        for (how, ssh) in [
+            ("cold ssh", cold.clone()),
+            ("ssh ControlMaster", multiplexed.clone()),
+        ] {
+            let fleet = fleet_file(many.path(), &ssh, &remote_exe, &configs);
+            let fleet_text = fleet.display().to_string();
+            let wanted = format!("RESTART {HOSTS}");
+            let mut frames = Vec::new();
+            for _ in 0..3 {
+                let started = Instant::now();
+                let mut screen = Dashboard::spawn_args(exe, &["fleet", "--fleet", &fleet_text])?;
+                let seen =
+                    screen.wait_until(Duration::from_secs(30), |s| screen_contains(s, &wanted))?;
+                match seen {
+                    Some(at) => frames.push(at - started),
+                    None => return Err(format!("20 hosts never all showed:\n{}", screen.dump())),
+                }
+                let _ = screen.quit();
+            }
+            // The floors: twenty `ssh HOST true` at once (ssh and the account's shell alone),
+            // and the same twenty asks `fleet check` makes.
+            let mut bare = Vec::new();
+            let mut floors = Vec::new();
+            for _ in 0..3 {
+                let started = Instant::now();
+                let children: Vec<Child> = (0..HOSTS)
+                    .map(|_| spawn_quiet(&ssh, &["true"]))
+                    .collect::<Result<_, _>>()?;
+                for mut child in children {
+                    let _ = child.wait();
+                }
+                bare.push(started.elapsed());
+                let started = Instant::now();
+                let _ = Command::new(exe)
+                    .args(["fleet", "--fleet", &fleet_text, "check", "--json"])
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                floors.push(started.elapsed());
+            }
+            let frame = median(&mut frames);
+            let floor = median(&mut floors);
+            let bare = median(&mut bare);
+            println!(
+                "  20 hosts, {how}, {shell}: first merged frame median {} (floors: 20 x ssh true {}, \
+                 fleet check --json {})",
+                ms(frame),
+                ms(bare),
+                ms(floor)
+            );
+            table.add(
+                format!(
+                    "{HOSTS} hosts over one loopback sshd, {how}, {shell}: the fleet screen's first merged frame (median of 3)"
+                ),
+                format!("≤ {}", ms(FIRST_FRAME_TARGET)),
+                format!(
+                    "20 x `ssh HOST true` at once {}; `mihari fleet check --json` {}",
+                    ms(bare),
+                    ms(floor)
+                ),
+                ms(frame),
+                format!("{:.2}x ssh true", frame.as_secs_f64() / bare.as_secs_f64().max(1e-9)),
+                Some(frame <= FIRST_FRAME_TARGET),
+            );
+        }
+        // The master connection goes with the sshd; `-O exit` ends it now.
+        let _ = Command::new(&multiplexed[0])
+            .args(&multiplexed[1..multiplexed.len() - 1])
+            .args(["-O", "exit"])
+            .arg(&multiplexed[multiplexed.len() - 1])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    drop(sshd);
+    Ok(())
+}
+
+/// The account the 20-host rows also run as: a login shell that starts nothing.
+const FLEET_USER: &str = "mihari-fleet";
+
+/// The fleet account's uid and gid, made when missing (the bench runs as root).
+struct FleetUser {
+    uid: u32,
+    gid: u32,
+}
+
+impl FleetUser {
+    fn ensure() -> Result<FleetUser, String> {
+        if !nix::unistd::Uid::effective().is_root() {
+            return Err("the bench is not root".into());
+        }
+        let made = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--home-dir", "/nonexistent"])
+            .args(["--shell", "/bin/sh", FLEET_USER])
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("useradd: {e}"))?;
+        // 9: it exists already (another run made it).
+        if !made.success() && made.code() != Some(9) {
+            return Err(format!("useradd failed ({made})"));
+        }
+        // sshd without PAM refuses a locked account ('!'): '*' has no password, and no lock.
+        let _ = Command::new("usermod")
+            .args(["-p", "*", FLEET_USER])
+            .status();
+        let user = nix::unistd::User::from_name(FLEET_USER)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no user '{FLEET_USER}' after useradd"))?;
+        Ok(FleetUser {
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+        })
+    }
+}
+
+fn whoami() -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::effective())
+        .ok()
+        .flatten()
+        .map_or_else(|| "root".to_string(), |user| user.name)
+}
+
+/// Twenty hosts' jobs files under `root`, each job's lock naming a dead PID (RESTART), owned
+/// by `owner` when given, with a copy of the binary that account may run (a fresh clone's
+/// folder is private to its user).
+fn many_hosts(
+    root: &Path,
+    exe: &Path,
+    owner: Option<&FleetUser>,
+) -> Result<(Vec<PathBuf>, PathBuf), String> {
+    use std::os::unix::fs::PermissionsExt;
     let configs: Vec<PathBuf> = (0..HOSTS)
-        .map(|i| host_dir(root.path(), &format!("many{i:02}")))
+        .map(|i| host_dir(root, &format!("many{i:02}")))
         .collect::<Result<_, _>>()?;
     for config in &configs {
         fs::write(
@@ -321,10 +492,33 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
         )
         .map_err(|e| e.to_string())?;
     }
-    // Cold: twenty ssh connections at once, each with its own handshake. Then multiplexed, as
-    // an operator's ~/.ssh/config would set it: one master connection (already up, as after
-    // the first use with ControlPersist), twenty sessions over it.
-    let mut multiplexed = sshd.ssh();
+    let Some(owner) = owner else {
+        return Ok((configs, exe.to_path_buf()));
+    };
+    let remote_exe = root.join("mihari");
+    fs::copy(exe, &remote_exe).map_err(|e| e.to_string())?;
+    fs::set_permissions(root, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    fs::set_permissions(&remote_exe, fs::Permissions::from_mode(0o755))
+        .map_err(|e| e.to_string())?;
+    for config in &configs {
+        let dir = config.parent().ok_or("a host folder")?;
+        for path in [
+            dir.to_path_buf(),
+            config.clone(),
+            dir.join("work.log"),
+            dir.join("work.lock"),
+        ] {
+            std::os::unix::fs::chown(&path, Some(owner.uid), Some(owner.gid))
+                .map_err(|e| format!("chown '{}': {e}", path.display()))?;
+        }
+    }
+    Ok((configs, remote_exe))
+}
+
+/// `ssh` with a ControlMaster that stays up (as an operator's ~/.ssh/config would set it),
+/// its socket in the sshd's folder.
+fn multiplexed(sshd: &Sshd, ssh: &[String]) -> Vec<String> {
+    let mut multiplexed = ssh.to_vec();
     let at = multiplexed.len() - 1;
     let control = sshd.dir.path().join("cm-%r@%h:%p").display().to_string();
     for option in [
@@ -335,75 +529,22 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
         multiplexed.insert(at, option);
         multiplexed.insert(at, "-o".to_string());
     }
-    let warm = Command::new(&multiplexed[0])
-        .args(&multiplexed[1..])
-        .arg("true")
+    multiplexed
+}
+
+fn spawn_quiet(argv: &[String], args: &[&str]) -> Result<Child, String> {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .map_err(|e| e.to_string())?;
-    if !warm.success() {
-        return Err("the ssh master connection could not be made".into());
-    }
-    for (how, ssh) in [
-        ("cold ssh", sshd.ssh()),
-        ("ssh ControlMaster", multiplexed.clone()),
-    ] {
-        let fleet = fleet_file(root.path(), &ssh, exe, &configs);
-        let fleet_text = fleet.display().to_string();
-        let wanted = format!("RESTART {HOSTS}");
-        let mut frames = Vec::new();
-        for _ in 0..3 {
-            let started = Instant::now();
-            let mut screen = Dashboard::spawn_args(exe, &["fleet", "--fleet", &fleet_text])?;
-            let seen =
-                screen.wait_until(Duration::from_secs(30), |s| screen_contains(s, &wanted))?;
-            match seen {
-                Some(at) => frames.push(at - started),
-                None => return Err(format!("20 hosts never all showed:\n{}", screen.dump())),
-            }
-            let _ = screen.quit();
-        }
-        // The floor: the same twenty asks, at once, as `fleet check` makes them.
-        let mut floors = Vec::new();
-        for _ in 0..3 {
-            let started = Instant::now();
-            let _ = Command::new(exe)
-                .args(["fleet", "--fleet", &fleet_text, "check", "--json"])
-                .output()
-                .map_err(|e| e.to_string())?;
-            floors.push(started.elapsed());
-        }
-        let frame = median(&mut frames);
-        let floor = median(&mut floors);
-        println!(
-            "  20 hosts, {how}: first merged frame median {} (floor: fleet check --json {})",
-            ms(frame),
-            ms(floor)
-        );
-        table.add(
-            format!(
-                "{HOSTS} hosts over one loopback sshd, {how}: the fleet screen's first merged frame (median of 3)"
-            ),
-            format!("≤ {}", ms(FIRST_FRAME_TARGET)),
-            format!("mihari fleet check --json on the same hosts {}", ms(floor)),
-            ms(frame),
-            format!("{:.2}x", frame.as_secs_f64() / floor.as_secs_f64().max(1e-9)),
-            Some(frame <= FIRST_FRAME_TARGET),
-        );
-    }
-    // The master connection goes with the sshd; `-O exit` ends it now.
-    let _ = Command::new(&multiplexed[0])
-        .args(&multiplexed[1..multiplexed.len() - 1])
-        .args(["-O", "exit"])
-        .arg(&multiplexed[multiplexed.len() - 1])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    drop(sshd);
-    Ok(())
+        .spawn()
+        .map_err(|e| e.to_string())
+}
+
+fn quiet(argv: &[String], args: &[&str]) -> Result<std::process::ExitStatus, String> {
+    spawn_quiet(argv, args)?.wait().map_err(|e| e.to_string())
 }
 
 fn print_latency(title: &str, l: &Latencies) {
