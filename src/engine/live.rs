@@ -155,7 +155,7 @@ impl Live {
     /// Starts the event sources for `config`; their reports go to `sink`.
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
         let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
-        let engine = Engine::new(config);
+        let engine = Engine::new(config).saying_count_faults();
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
         let process_jobs = engine.process_jobs();

@@ -263,7 +263,17 @@ pub struct Engine {
     /// Which jobs each declared path belongs to (by position in the jobs file): a file event
     /// names a path, and looking it up must not cost a walk over every job of a farm.
     paths: HashMap<PathBuf, Vec<usize>>,
+    /// When the progress files' line counts were last kept in `state_dir`.
+    counts_kept_at: Option<DateTime<Utc>>,
+    /// Why the line counts cannot be kept, when the last try failed: shown by a dashboard
+    /// or a watcher ([`Engine::saying_count_faults`]), never by a one-off command.
+    counts_fault: Option<String>,
+    say_counts_fault: bool,
 }
+
+/// The least time between two writes of the line counts while they keep changing: a
+/// process that ends between two loses at most this much counting to the next one.
+const COUNTS_KEPT_EVERY_SEC: i64 = 60;
 
 /// The least time between two kept samples of an unchanged done, and the most samples kept.
 const SAMPLE_EVERY_SEC: i64 = 15;
@@ -303,11 +313,18 @@ impl Engine {
     pub fn new(config: Config) -> Self {
         let opened = open_store(&config.settings.state_dir);
         let paths = path_index(&config.jobs);
+        let mut prober = Prober::new();
+        prober
+            .counter()
+            .adopt(crate::store::counts::load(&config.settings.state_dir));
         Engine {
             paths,
+            counts_kept_at: None,
+            counts_fault: None,
+            say_counts_fault: false,
             config_refusal: None,
             config,
-            prober: Prober::new(),
+            prober,
             checks: HashMap::new(),
             evidence: Vec::new(),
             checks_out: HashSet::new(),
@@ -391,7 +408,9 @@ impl Engine {
             .map(|job| job.id.clone())
             .collect();
         if config.settings.state_dir != self.config.settings.state_dir {
+            let say = self.say_counts_fault;
             *self = Engine::new(config);
+            self.say_counts_fault = say;
             change.everything = true;
             return change;
         }
@@ -539,9 +558,33 @@ impl Engine {
                 view.record(job, now).apply(seen);
             }
         });
+        self.keep_counts(now);
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
         snapshot
+    }
+
+    /// A dashboard's or a watcher's engine: says in its notices when the line counts cannot
+    /// be kept (a one-off command only loses the next one's head start, and says nothing).
+    pub fn saying_count_faults(mut self) -> Self {
+        self.say_counts_fault = true;
+        self
+    }
+
+    /// Keeps the line counts in `state_dir` for the next process when they changed: at once
+    /// the first time (a `check` ends after one pass), then at most every
+    /// [`COUNTS_KEPT_EVERY_SEC`].
+    fn keep_counts(&mut self, now: DateTime<Utc>) {
+        let due = self
+            .counts_kept_at
+            .is_none_or(|at| now - at >= Duration::seconds(COUNTS_KEPT_EVERY_SEC));
+        if !due || !self.prober.counter().take_changed() {
+            return;
+        }
+        self.counts_kept_at = Some(now);
+        let counter = self.prober.counter();
+        let kept = crate::store::counts::save(&self.config.settings.state_dir, counter.counts());
+        self.counts_fault = kept.err();
     }
 
     /// Reads again what the state store says (heartbeats, approvals, past starts, history):
@@ -1046,6 +1089,9 @@ impl Engine {
             .collect();
         let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
         snapshot.notices = self.store_notice.iter().cloned().collect();
+        if self.say_counts_fault {
+            snapshot.notices.extend(self.counts_fault.iter().cloned());
+        }
         snapshot.store_fault = self.store_fault.clone();
         snapshot.store_writes_failing = self.store_writes_failing.clone();
         snapshot.config_refused = self.config_refusal.as_ref().map(|(words, _)| words.clone());

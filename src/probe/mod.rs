@@ -45,6 +45,12 @@ impl Prober {
         Self::default()
     }
 
+    /// The progress files' line counts: to start from what an earlier process kept, and to
+    /// keep them for the next one.
+    pub fn counter(&mut self) -> &mut LineCounter {
+        &mut self.counter
+    }
+
     /// Reads `/proc` once and matches every job of `jobs` that declares `process` against
     /// it: the part of a pass all those jobs share. Reads nothing when none declares one.
     pub fn scan_processes(&mut self, jobs: &[JobSpec]) -> procscan::ProcessScan {
