@@ -384,7 +384,7 @@ impl Engine {
         let mut change = ConfigChange::default();
         let mut evidence = Vec::with_capacity(config.jobs.len());
         let gathered = self.evidence.len() == self.config.jobs.len();
-        for job in &config.jobs {
+        for job in config.jobs.iter() {
             match old.get(job.id.as_str()) {
                 Some((at, before)) if *before == job && gathered => {
                     evidence.push(self.evidence[*at].clone());
@@ -476,7 +476,7 @@ impl Engine {
     pub fn due_checks(&self, now: Option<DateTime<Utc>>) -> Vec<DueCheck> {
         let default_cwd = self.config_folder();
         let mut due = Vec::new();
-        for job in &self.config.jobs {
+        for job in self.config.jobs.iter() {
             for check in &job.checks {
                 let last = self.checks.get(&(job.id.clone(), check.name.clone()));
                 let is_due = match (now, last) {
@@ -1234,7 +1234,7 @@ impl Engine {
             .iter()
             .map(|(id, seen)| (id.as_str(), seen))
             .collect();
-        for job in &self.config.jobs {
+        for job in self.config.jobs.iter() {
             let Some(&row) = rows.get(job.id.as_str()) else {
                 continue;
             };

@@ -490,8 +490,8 @@ mod tests {
                 &dir.path().join("jobs.yaml"),
             )
             .expect("config")
-            .jobs
-            .remove(0)
+            .jobs[0]
+                .clone()
         };
         let a = view.record(&job("a"), now);
         assert!(a.started_before);
