@@ -201,12 +201,12 @@ fn fleet() -> (Vec<JobSpec>, Vec<Evidence>) {
     evidence.push(Evidence {
         lock: holder(4248, Liveness::Alive, "start time matches"),
         log: stamp(8),
-        manifest: Some(Reading::Found(ManifestReading {
+        manifest: Some(Box::new(Reading::Found(ManifestReading {
             updated_at: ago(5),
             run_id: Some("run-7".into()),
             current_phase: Some("article_generation".into()),
             completed_phases: vec!["loading".into(), "topic_selection".into()],
-        })),
+        }))),
         ..Evidence::default()
     });
     (jobs, evidence)

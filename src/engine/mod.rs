@@ -1127,9 +1127,13 @@ impl Engine {
     pub fn live_holders(&self) -> Vec<(u32, u64)> {
         let mut holders = BTreeSet::new();
         for seen in &self.evidence {
-            for reading in [&seen.lock, &seen.resource_lock, &seen.kept_lock]
-                .into_iter()
-                .flatten()
+            for reading in [
+                seen.lock.as_ref(),
+                seen.resource_lock.as_deref(),
+                seen.kept_lock.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 if let Reading::Found(holder) = reading
                     && holder.liveness == Liveness::Alive
@@ -1198,10 +1202,14 @@ impl Engine {
             .iter()
             .zip(&self.evidence)
             .filter(|(_, seen)| {
-                [&seen.lock, &seen.resource_lock, &seen.kept_lock]
-                    .into_iter()
-                    .flatten()
-                    .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
+                [
+                    seen.lock.as_ref(),
+                    seen.resource_lock.as_deref(),
+                    seen.kept_lock.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
                     || seen
                         .process
                         .as_ref()

@@ -85,14 +85,17 @@ impl Prober {
         let process = scan.reading(job);
         Evidence {
             lock,
-            resource_lock,
+            resource_lock: resource_lock.map(Box::new),
             log: log.map(|log| log.stamp),
             log_missing,
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
-            manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            manifest: job
+                .manifest
+                .as_deref()
+                .map(|path| Box::new(manifest::read_manifest(path))),
             log_progress: match (&job.log, &job.log_progress) {
-                (Some(log), Some(spec)) => Some(self.log_progress.read(log, spec)),
+                (Some(log), Some(spec)) => Some(Box::new(self.log_progress.read(log, spec))),
                 _ => None,
             },
             // The engine fills these from what it kept of earlier passes.
@@ -102,7 +105,7 @@ impl Prober {
                 .as_deref()
                 // Only asked when no process matches: a match decides without it.
                 .filter(|_| !matches!(process, Some(Reading::Found(_))))
-                .map(|kept| lock::read_lock_as(kept, safe_open::Role::KeptLock)),
+                .map(|kept| Box::new(lock::read_lock_as(kept, safe_open::Role::KeptLock))),
             process,
             // The engine fills these from the state store.
             heartbeat: None,
