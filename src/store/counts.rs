@@ -47,6 +47,17 @@ pub struct KeptCount {
     pub block: u64,
 }
 
+/// Whether `path` is the line-count file of `state_dir` or one of its temp files: what the
+/// dashboard and the watcher see change in the folder they watch whenever counts are kept.
+pub fn is_counts_file(state_dir: &Path, path: &Path) -> bool {
+    let name = path.file_name().map(|name| name.as_encoded_bytes());
+    path.parent() == Some(state_dir)
+        && name.is_some_and(|name| {
+            name == FILE.as_bytes()
+                || (name.starts_with(format!(".{FILE}.").as_bytes()) && name.ends_with(b".tmp"))
+        })
+}
+
 /// The counts kept in `state_dir`, by path; empty when there are none or the file cannot be
 /// trusted (never an error: a count not found is counted again).
 pub fn load(state_dir: &Path) -> HashMap<PathBuf, KeptCount> {
