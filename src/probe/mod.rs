@@ -27,8 +27,9 @@ use crate::core::{Evidence, Reading};
 pub use count::LineCounter;
 
 /// Gathers evidence for jobs, remembering what it has counted so far, so that a progress file
-/// is counted incrementally within one process, and what each log last held, so that a
-/// rotation is carried across.
+/// is counted incrementally (within one process, and across processes from the counts the
+/// engine keeps in `state_dir`), and what each log last held, so that a rotation is carried
+/// across.
 #[derive(Debug, Default)]
 pub struct Prober {
     counter: LineCounter,
