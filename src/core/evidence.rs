@@ -273,7 +273,8 @@ pub struct Evidence {
     /// bounded tail, or the log has nothing yet).
     pub log_progress: Option<Box<Reading<LogProgressReading>>>,
     /// Earlier (time, done) samples of this job, oldest first, kept by a long-running engine
-    /// across passes: what a rate and an ETA are computed from. Empty in a fresh `check`.
+    /// across passes: what a rate and an ETA are computed from. Empty in a fresh `check`, and
+    /// in a snapshot's evidence once it is judged (the engine keeps them).
     #[serde(skip)]
     pub progress_samples: Vec<(DateTime<Utc>, u64)>,
     /// The processes matching `process.cmdline`, from the pass's one scan of `/proc`: found
