@@ -172,7 +172,7 @@ fn scanned(log_ago: f64, found: Reading<Vec<MatchedProcess>>) -> Evidence {
     Evidence {
         log: log(log_ago),
         process: Some(found),
-        kept_lock: Some(Reading::Empty),
+        kept_lock: Some(Box::new(Reading::Empty)),
         ..Evidence::default()
     }
 }
@@ -435,7 +435,7 @@ fn rows() -> Vec<Row> {
             name: "a live holder of the resource keeps it from running",
             job: resource_job.clone(),
             evidence: Evidence {
-                resource_lock: Some(holder(Liveness::Alive, 100.0)),
+                resource_lock: Some(Box::new(holder(Liveness::Alive, 100.0))),
                 ..not_holding()
             },
             state: State::NotRunning,
@@ -446,7 +446,7 @@ fn rows() -> Vec<Row> {
             name: "a dead holder of the resource frees it",
             job: resource_job.clone(),
             evidence: Evidence {
-                resource_lock: Some(holder(Liveness::Dead, 100.0)),
+                resource_lock: Some(Box::new(holder(Liveness::Dead, 100.0))),
                 ..not_holding()
             },
             state: State::ShouldBeRunning,
@@ -457,7 +457,7 @@ fn rows() -> Vec<Row> {
             name: "an unknown holder of the resource is undecidable",
             job: resource_job.clone(),
             evidence: Evidence {
-                resource_lock: Some(holder(Liveness::Unknown, 100.0)),
+                resource_lock: Some(Box::new(holder(Liveness::Unknown, 100.0))),
                 ..not_holding()
             },
             state: State::Unknown,
@@ -468,7 +468,7 @@ fn rows() -> Vec<Row> {
             name: "a resource lock that cannot be read is undecidable",
             job: resource_job.clone(),
             evidence: Evidence {
-                resource_lock: fault(),
+                resource_lock: fault().map(Box::new),
                 ..not_holding()
             },
             state: State::Unknown,
@@ -587,12 +587,12 @@ fn rows() -> Vec<Row> {
                 ..job()
             },
             evidence: Evidence {
-                manifest: Some(Reading::Found(ManifestReading {
+                manifest: Some(Box::new(Reading::Found(ManifestReading {
                     updated_at: ago(7.0),
                     run_id: Some("run-1".into()),
                     current_phase: Some("publish".into()),
                     completed_phases: vec!["loading".into()],
-                })),
+                }))),
                 ..alive(900.0, 900.0)
             },
             state: State::Running,
@@ -669,7 +669,7 @@ fn rows() -> Vec<Row> {
             name: "no process matches yet, but 'mihari run' holds the lock it keeps: running",
             job: process_job(),
             evidence: Evidence {
-                kept_lock: Some(holder(Liveness::Alive, 3.0)),
+                kept_lock: Some(Box::new(holder(Liveness::Alive, 3.0))),
                 ..scanned(5.0, Reading::Empty)
             },
             state: State::Running,
@@ -707,7 +707,7 @@ fn rows() -> Vec<Row> {
             job: resource_job.clone(),
             evidence: Evidence {
                 lock: Some(Reading::Empty),
-                resource_lock: Some(Reading::Empty),
+                resource_lock: Some(Box::new(Reading::Empty)),
                 ..alive(500.0, 500.0)
             },
             state: State::ShouldBeRunning,
@@ -1321,13 +1321,13 @@ fn boundaries() -> Vec<Boundary> {
             name: "a heartbeat counts toward the progress age",
             job: job(),
             evidence: Evidence {
-                heartbeat: Some(Reading::Found(HeartbeatReading {
+                heartbeat: Some(Box::new(Reading::Found(HeartbeatReading {
                     at: ago(5.0),
                     done: None,
                     total: None,
                     position: None,
                     note: None,
-                })),
+                }))),
                 ..alive(400.0, 400.0)
             },
             state: State::Running,

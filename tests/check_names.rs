@@ -80,8 +80,10 @@ fn a_check_result_is_matched_by_the_name_as_written() {
     let path = jobs_file(dir.path(), "gaps");
     let text = fs::read_to_string(&path).unwrap();
     let mut config = load_str(&text, &path).expect("a valid jobs file");
-    config.jobs[0].checks[0].name = "no\tgaps\u{1b}[31m".to_string();
-    config.jobs[0].checks[0].command = vec!["false".to_string()];
+    let mut jobs = config.jobs.to_vec();
+    jobs[0].checks[0].name = "no\tgaps\u{1b}[31m".to_string();
+    jobs[0].checks[0].command = vec!["false".to_string()];
+    config.jobs = jobs.into();
     let mut engine = Engine::new(config);
     engine.run_checks(None);
     let snapshot = engine.snapshot(Utc::now());

@@ -1481,7 +1481,7 @@ fn check_snapshot(snapshot: &Snapshot) -> Result<(), TestCaseError> {
 }
 
 fn push_evidence<'a>(evidence: &'a Evidence, shown: &mut Vec<(&'static str, &'a str)>) {
-    match &evidence.heartbeat {
+    match evidence.heartbeat.as_deref() {
         Some(Reading::Found(beat)) => {
             if let Some(position) = &beat.position {
                 shown.push(("heartbeat position", position));

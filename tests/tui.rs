@@ -201,12 +201,12 @@ fn fleet() -> (Vec<JobSpec>, Vec<Evidence>) {
     evidence.push(Evidence {
         lock: holder(4248, Liveness::Alive, "start time matches"),
         log: stamp(8),
-        manifest: Some(Reading::Found(ManifestReading {
+        manifest: Some(Box::new(Reading::Found(ManifestReading {
             updated_at: ago(5),
             run_id: Some("run-7".into()),
             current_phase: Some("article_generation".into()),
             completed_phases: vec!["loading".into(), "topic_selection".into()],
-        })),
+        }))),
         ..Evidence::default()
     });
     (jobs, evidence)
@@ -993,8 +993,10 @@ fn hostile_text_reaches_the_real_backend_inert() {
 
     let mut model = model_at(120, 40);
     // Straight into the model, as if a probe had missed them: the view is the last gate.
-    model.jobs[1].name = Some(HOSTILE[0].into());
-    model.jobs[1].owner = Some(HOSTILE[8].into());
+    let mut jobs = model.jobs.to_vec();
+    jobs[1].name = Some(HOSTILE[0].into());
+    jobs[1].owner = Some(HOSTILE[8].into());
+    model.jobs = jobs.into();
     if let Some(snapshot) = model.snapshot.as_mut() {
         for row in snapshot.list.actions.iter_mut() {
             if row.id == "export" {

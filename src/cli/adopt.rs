@@ -98,7 +98,7 @@ fn refuse(why: &str, code: u8) -> ExitCode {
 fn taken_ids(config: Option<&Path>) -> Vec<String> {
     crate::config::find_config_path(config)
         .and_then(|path| crate::config::load(&path))
-        .map(|config| config.jobs.into_iter().map(|job| job.id).collect())
+        .map(|config| config.jobs.iter().map(|job| job.id.clone()).collect())
         .unwrap_or_default()
 }
 

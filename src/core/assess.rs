@@ -488,7 +488,7 @@ fn process_holder(evidence: &Evidence) -> Option<Held> {
             holder: synthesized(None, Liveness::Unknown, format!("fault: {error}")),
             notes: Vec::new(),
         }),
-        Reading::Empty => match &evidence.kept_lock {
+        Reading::Empty => match evidence.kept_lock.as_deref() {
             Some(Reading::Found(kept)) if kept.liveness != Liveness::Dead => Some(Held {
                 who: match kept.pid {
                     Some(pid) => format!("'mihari run' pid {pid} (the run lock mihari keeps)"),
@@ -716,7 +716,7 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
                 }
             }
             // A job whose total is printed has printed nothing yet: it has done nothing.
-            (_, None) if matches!(evidence.log_progress, Some(Reading::Empty)) => {
+            (_, None) if matches!(evidence.log_progress.as_deref(), Some(Reading::Empty)) => {
                 Verdict::Holds("its log prints no progress yet".to_string())
             }
             (_, None) if job.reports_total() => Verdict::Undecidable(
@@ -770,7 +770,7 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
             }
         }
         Predicate::ResourceFree => {
-            let reading = evidence.resource_lock.as_ref().or(evidence.lock.as_ref());
+            let reading = evidence.resource_lock.as_deref().or(evidence.lock.as_ref());
             match reading {
                 None | Some(Reading::Empty) => Verdict::Holds("no lock held".to_string()),
                 Some(Reading::Fault(error)) => {
@@ -865,7 +865,7 @@ impl Progress {
                 what,
             );
         }
-        if let Some(reading) = &evidence.manifest {
+        if let Some(reading) = evidence.manifest.as_deref() {
             consider(
                 reading.found().map(|r| r.updated_at),
                 ProgressSource::Manifest,
@@ -874,7 +874,7 @@ impl Progress {
         }
         // The job's own report counts too (README: its time counts toward the age), unless it
         // was sent before this holder started.
-        if let Some(Reading::Found(beat)) = &evidence.heartbeat
+        if let Some(Reading::Found(beat)) = evidence.heartbeat.as_deref()
             && !before_holder(beat.at)
         {
             consider(
@@ -895,11 +895,11 @@ impl Progress {
             ),
             (
                 "manifest",
-                evidence.manifest.as_ref().and_then(|r| r.fault()),
+                evidence.manifest.as_deref().and_then(|r| r.fault()),
             ),
             (
                 "log_progress",
-                evidence.log_progress.as_ref().and_then(|r| r.fault()),
+                evidence.log_progress.as_deref().and_then(|r| r.fault()),
             ),
         ];
         for (name, fault) in sources {
@@ -1101,7 +1101,7 @@ impl Done {
             }
             None => {}
         }
-        match &evidence.log_progress {
+        match evidence.log_progress.as_deref() {
             Some(Reading::Found(printed)) => {
                 if let Some(done) = printed.done {
                     add(done);
@@ -1116,7 +1116,7 @@ impl Done {
         }
         // A heartbeat's done counts too (`mihari heartbeat --done N`): what the job says of
         // itself, with nothing else declared as well as beside a declared count.
-        if let Some(Reading::Found(beat)) = &evidence.heartbeat
+        if let Some(Reading::Found(beat)) = evidence.heartbeat.as_deref()
             && let Some(done) = beat.done
         {
             add(done);
@@ -1139,16 +1139,16 @@ impl Done {
 /// Whether anything shows the job ran before: a log, a manifest, counted progress, a lock, a
 /// start in the event log. A source that cannot be read counts as a trace: something is there.
 fn has_started_before(evidence: &Evidence) -> bool {
-    fn present<T>(reading: &Option<Reading<T>>) -> bool {
+    fn present<T>(reading: Option<&Reading<T>>) -> bool {
         matches!(reading, Some(Reading::Found(_) | Reading::Fault(_)))
     }
     evidence.started_before
-        || present(&evidence.log)
-        || present(&evidence.manifest)
-        || present(&evidence.progress_file)
-        || present(&evidence.progress_table)
-        || present(&evidence.lock)
-        || present(&evidence.heartbeat)
+        || present(evidence.log.as_ref())
+        || present(evidence.manifest.as_deref())
+        || present(evidence.progress_file.as_ref())
+        || present(evidence.progress_table.as_ref())
+        || present(evidence.lock.as_ref())
+        || present(evidence.heartbeat.as_deref())
 }
 
 /// The timeouts of seed 003 that `job` has exceeded at `now`, each named: waiting to run

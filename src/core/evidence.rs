@@ -251,12 +251,14 @@ pub struct CheckOutcome {
 }
 
 /// Everything gathered about one job at one moment. A source the job does not declare is
-/// `None`; a declared source always has a [`Reading`].
+/// `None`; a declared source always has a [`Reading`]. The sources most jobs do not declare
+/// are boxed, so that their absence costs a pointer, not the reading's size: a farm keeps
+/// this for every job, twice (the engine's and the snapshot's).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Evidence {
     pub lock: Option<Reading<LockHolder>>,
     /// The lock `resource_free` looks at, when it is a different file from `lock`.
-    pub resource_lock: Option<Reading<LockHolder>>,
+    pub resource_lock: Option<Box<Reading<LockHolder>>>,
     pub log: Option<Reading<FileStamp>>,
     /// Why the log counts as missing, naming its path ("'/srv/app/colect.log' does not
     /// exist"): its path names nothing. Said as "missing", never as "empty" or "no progress":
@@ -266,12 +268,13 @@ pub struct Evidence {
     pub log_missing: Option<String>,
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
-    pub manifest: Option<Reading<ManifestReading>>,
+    pub manifest: Option<Box<Reading<ManifestReading>>>,
     /// `log_progress`: the newest matching frame of the log (empty: no frame matches in the
     /// bounded tail, or the log has nothing yet).
-    pub log_progress: Option<Reading<LogProgressReading>>,
+    pub log_progress: Option<Box<Reading<LogProgressReading>>>,
     /// Earlier (time, done) samples of this job, oldest first, kept by a long-running engine
-    /// across passes: what a rate and an ETA are computed from. Empty in a fresh `check`.
+    /// across passes: what a rate and an ETA are computed from. Empty in a fresh `check`, and
+    /// in a snapshot's evidence once it is judged (the engine keeps them).
     #[serde(skip)]
     pub progress_samples: Vec<(DateTime<Utc>, u64)>,
     /// The processes matching `process.cmdline`, from the pass's one scan of `/proc`: found
@@ -279,9 +282,9 @@ pub struct Evidence {
     pub process: Option<Reading<Vec<MatchedProcess>>>,
     /// The lock mihari keeps for a job declared by `process` alone, held by `mihari run`
     /// while it supervises the job.
-    pub kept_lock: Option<Reading<LockHolder>>,
+    pub kept_lock: Option<Box<Reading<LockHolder>>>,
     /// `None` until the job has sent a heartbeat (heartbeats are not declared in the file).
-    pub heartbeat: Option<Reading<HeartbeatReading>>,
+    pub heartbeat: Option<Box<Reading<HeartbeatReading>>>,
     pub checks: Vec<CheckOutcome>,
     /// Approval requests of this job still waiting for a human.
     pub pending_approvals: Vec<PendingApproval>,

@@ -155,7 +155,7 @@ impl Live {
     /// Starts the event sources for `config`; their reports go to `sink`.
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
         let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
-        let engine = Engine::new(config);
+        let engine = Engine::new(config).saying_count_faults();
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
         let process_jobs = engine.process_jobs();
@@ -243,6 +243,14 @@ impl Live {
     pub fn note(&self, arrivals: &mut Arrivals, trigger: Trigger) {
         match trigger {
             Trigger::Changed(path) if self.store_paths.contains(&path) => arrivals.store = true,
+            // The line counts this process (or another) keeps: nothing any job reads. Its temp
+            // file, gone once renamed, must not read as a folder that went away (pointing
+            // every watch again: at 10,000 jobs, 30,000 paths and a second copy of the routes).
+            Trigger::Changed(path)
+                if crate::store::counts::is_counts_file(
+                    &self.engine.config().settings.state_dir,
+                    &path,
+                ) && self.engine.jobs_touching(&path).is_empty() => {}
             Trigger::Changed(path) if path == self.engine.watch_lock_path() => {
                 arrivals.store = true
             }

@@ -118,14 +118,32 @@ impl Snapshot {
         rules: Vec<String>,
         now: DateTime<Utc>,
     ) -> Snapshot {
+        let evidence = jobs.iter().map(|j| j.id.clone()).zip(evidence).collect();
+        Snapshot::judge_by_id(jobs, evidence, rules, now)
+    }
+
+    /// [`Snapshot::judge_with_rules`] on evidence already paired with its job's id, as the
+    /// snapshot keeps it: pairing a farm's evidence afterwards would hold a second copy of
+    /// all of it for a moment (9 MB at 10,000 jobs).
+    fn judge_by_id(
+        jobs: &[JobSpec],
+        mut evidence: Vec<(String, Evidence)>,
+        rules: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> Snapshot {
         let assessments: Vec<Assessment> = jobs
             .iter()
             .zip(&evidence)
-            .map(|(job, seen)| assess(job, seen, now))
+            .map(|(job, (_, seen))| assess(job, seen, now))
             .collect();
+        // The samples were for the rate and the ETA just judged: kept in every snapshot they
+        // would be every job's (up to 40 each, 6 MB at 10,000 jobs) once more.
+        for (_, seen) in &mut evidence {
+            seen.progress_samples = Vec::new();
+        }
         Snapshot {
             generated_at: now,
-            evidence: jobs.iter().map(|j| j.id.clone()).zip(evidence).collect(),
+            evidence,
             list: order_with_rules(assessments, rules),
             notices: Vec::new(),
             watcher: WatcherStatus::Never,
@@ -263,7 +281,17 @@ pub struct Engine {
     /// Which jobs each declared path belongs to (by position in the jobs file): a file event
     /// names a path, and looking it up must not cost a walk over every job of a farm.
     paths: HashMap<PathBuf, Vec<usize>>,
+    /// When the progress files' line counts were last kept in `state_dir`.
+    counts_kept_at: Option<DateTime<Utc>>,
+    /// Why the line counts cannot be kept, when the last try failed: shown by a dashboard
+    /// or a watcher ([`Engine::saying_count_faults`]), never by a one-off command.
+    counts_fault: Option<String>,
+    say_counts_fault: bool,
 }
+
+/// The least time between two writes of the line counts while they keep changing: a
+/// process that ends between two loses at most this much counting to the next one.
+const COUNTS_KEPT_EVERY_SEC: i64 = 60;
 
 /// The least time between two kept samples of an unchanged done, and the most samples kept.
 const SAMPLE_EVERY_SEC: i64 = 15;
@@ -303,11 +331,18 @@ impl Engine {
     pub fn new(config: Config) -> Self {
         let opened = open_store(&config.settings.state_dir);
         let paths = path_index(&config.jobs);
+        let mut prober = Prober::new();
+        prober
+            .counter()
+            .adopt(crate::store::counts::load(&config.settings.state_dir));
         Engine {
             paths,
+            counts_kept_at: None,
+            counts_fault: None,
+            say_counts_fault: false,
             config_refusal: None,
             config,
-            prober: Prober::new(),
+            prober,
             checks: HashMap::new(),
             evidence: Vec::new(),
             checks_out: HashSet::new(),
@@ -373,7 +408,7 @@ impl Engine {
         let mut change = ConfigChange::default();
         let mut evidence = Vec::with_capacity(config.jobs.len());
         let gathered = self.evidence.len() == self.config.jobs.len();
-        for job in &config.jobs {
+        for job in config.jobs.iter() {
             match old.get(job.id.as_str()) {
                 Some((at, before)) if *before == job && gathered => {
                     evidence.push(self.evidence[*at].clone());
@@ -397,7 +432,9 @@ impl Engine {
             .map(|job| job.id.clone())
             .collect();
         if config.settings.state_dir != self.config.settings.state_dir {
+            let say = self.say_counts_fault;
             *self = Engine::new(config);
+            self.say_counts_fault = say;
             change.everything = true;
             return change;
         }
@@ -463,7 +500,7 @@ impl Engine {
     pub fn due_checks(&self, now: Option<DateTime<Utc>>) -> Vec<DueCheck> {
         let default_cwd = self.config_folder();
         let mut due = Vec::new();
-        for job in &self.config.jobs {
+        for job in self.config.jobs.iter() {
             for check in &job.checks {
                 let last = self.checks.get(&(job.id.clone(), check.name.clone()));
                 let is_due = match (now, last) {
@@ -545,9 +582,33 @@ impl Engine {
                 view.record(job, now).apply(seen);
             }
         });
+        self.keep_counts(now);
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
         snapshot
+    }
+
+    /// A dashboard's or a watcher's engine: says in its notices when the line counts cannot
+    /// be kept (a one-off command only loses the next one's head start, and says nothing).
+    pub fn saying_count_faults(mut self) -> Self {
+        self.say_counts_fault = true;
+        self
+    }
+
+    /// Keeps the line counts in `state_dir` for the next process when they changed: at once
+    /// the first time (a `check` ends after one pass), then at most every
+    /// [`COUNTS_KEPT_EVERY_SEC`].
+    fn keep_counts(&mut self, now: DateTime<Utc>) {
+        let due = self
+            .counts_kept_at
+            .is_none_or(|at| now - at >= Duration::seconds(COUNTS_KEPT_EVERY_SEC));
+        if !due || !self.prober.counter().take_changed() {
+            return;
+        }
+        self.counts_kept_at = Some(now);
+        let counter = self.prober.counter();
+        let kept = crate::store::counts::save(&self.config.settings.state_dir, counter.counts());
+        self.counts_fault = kept.err();
     }
 
     /// Reads again what the state store says (heartbeats, approvals, past starts, history):
@@ -1022,7 +1083,7 @@ impl Engine {
 
     /// Judges the last evidence again at `now`, reading nothing: what time alone changes.
     pub fn reassess(&self, now: DateTime<Utc>) -> Snapshot {
-        let evidence: Vec<Evidence> = self
+        let evidence: Vec<(String, Evidence)> = self
             .config
             .jobs
             .iter()
@@ -1040,7 +1101,7 @@ impl Engine {
                     .iter()
                     .filter_map(|c| self.checks.get(&(job.id.clone(), c.name.clone())).cloned())
                     .collect();
-                seen
+                (job.id.clone(), seen)
             })
             .collect();
         let rules = self
@@ -1050,8 +1111,11 @@ impl Engine {
             .chain(self.store_writes_failing.clone())
             .chain(self.config_refusal.as_ref().map(|(_, rule)| rule.clone()))
             .collect();
-        let mut snapshot = Snapshot::judge_with_rules(&self.config.jobs, evidence, rules, now);
+        let mut snapshot = Snapshot::judge_by_id(&self.config.jobs, evidence, rules, now);
         snapshot.notices = self.store_notice.iter().cloned().collect();
+        if self.say_counts_fault {
+            snapshot.notices.extend(self.counts_fault.iter().cloned());
+        }
         snapshot.store_fault = self.store_fault.clone();
         snapshot.store_writes_failing = self.store_writes_failing.clone();
         snapshot.config_refused = self.config_refusal.as_ref().map(|(words, _)| words.clone());
@@ -1092,9 +1156,13 @@ impl Engine {
     pub fn live_holders(&self) -> Vec<(u32, u64)> {
         let mut holders = BTreeSet::new();
         for seen in &self.evidence {
-            for reading in [&seen.lock, &seen.resource_lock, &seen.kept_lock]
-                .into_iter()
-                .flatten()
+            for reading in [
+                seen.lock.as_ref(),
+                seen.resource_lock.as_deref(),
+                seen.kept_lock.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 if let Reading::Found(holder) = reading
                     && holder.liveness == Liveness::Alive
@@ -1163,10 +1231,14 @@ impl Engine {
             .iter()
             .zip(&self.evidence)
             .filter(|(_, seen)| {
-                [&seen.lock, &seen.resource_lock, &seen.kept_lock]
-                    .into_iter()
-                    .flatten()
-                    .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
+                [
+                    seen.lock.as_ref(),
+                    seen.resource_lock.as_deref(),
+                    seen.kept_lock.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|r| r.found().is_some_and(|h| h.pid == Some(pid)))
                     || seen
                         .process
                         .as_ref()
@@ -1199,7 +1271,7 @@ impl Engine {
             .iter()
             .map(|(id, seen)| (id.as_str(), seen))
             .collect();
-        for job in &self.config.jobs {
+        for job in self.config.jobs.iter() {
             let Some(&row) = rows.get(job.id.as_str()) else {
                 continue;
             };

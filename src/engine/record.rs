@@ -37,7 +37,7 @@ pub(super) struct JobRecord {
 
 impl JobRecord {
     pub(super) fn apply(self, evidence: &mut Evidence) {
-        evidence.heartbeat = self.heartbeat;
+        evidence.heartbeat = self.heartbeat.map(Box::new);
         evidence.pending_approvals = self.pending;
         evidence.started_before = self.started_before;
         evidence.history = self.history;
@@ -490,8 +490,8 @@ mod tests {
                 &dir.path().join("jobs.yaml"),
             )
             .expect("config")
-            .jobs
-            .remove(0)
+            .jobs[0]
+                .clone()
         };
         let a = view.record(&job("a"), now);
         assert!(a.started_before);
@@ -558,7 +558,7 @@ mod tests {
         assert!(b.history.attempt_started.is_some());
         assert!(!a.started_before);
         assert!(
-            matches!(&a.heartbeat, Some(Reading::Found(beat)) if beat.done == Some(3)),
+            matches!(a.heartbeat.as_deref(), Some(Reading::Found(beat)) if beat.done == Some(3)),
             "a heartbeat writes no event and is still read: {:?}",
             a.heartbeat
         );

@@ -2,10 +2,11 @@
 //!
 //! A progress file gains one newline-terminated line per unit of work, and can grow to
 //! gigabytes. This module owns counting those lines, and remembering per file (device, inode,
-//! birth time, offset, count, the last bytes counted) so that the next pass reads only what
-//! was appended. When the file shrank (truncation, copytruncate), was replaced (rotation, an
-//! atomic rename, delete and recreate) or no longer holds the bytes it held, it counts again
-//! from zero. It must never report a count it did not read, never let a failed read change
+//! birth time, size and modification time, offset, count, a checksum of the block before the
+//! offset) so that the next pass — or, through the counts `store::counts` keeps, the next
+//! process — reads only what was appended. When the file shrank (truncation, copytruncate),
+//! was replaced (rotation, an atomic rename, delete and recreate), was rewritten to the same
+//! size or no longer holds the bytes it held, it counts again from zero. It must never report a count it did not read, never let a failed read change
 //! what it remembers, and never panic on what it finds on disk.
 
 use std::collections::HashMap;
@@ -16,16 +17,17 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::core::{LineCount, Reading};
+use crate::store::counts::KeptCount;
 
 /// The read buffer. Measured with `cargo bench --bench progress_count` (1 GiB of JSONL in the
 /// page cache, 2-core VM): 64 KiB 7.9 GiB/s, 256 KiB 9.9, 1 MiB 13.6, 4 MiB 13.6, 16 MiB 5.5
 /// (past the cache, every read evicts what it counts). 1 MiB is the smallest of the fastest.
 pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
 
-/// How many bytes before the remembered offset are kept and compared on the next pass: a
-/// file truncated and rewritten past the old offset between two passes keeps its inode and
-/// grows, and only its content shows it is not the file that was counted.
-const TAIL_BYTES: usize = 64;
+/// How many bytes before the remembered offset are checked on the next pass: a file truncated
+/// and rewritten past the old offset between two passes keeps its inode and grows, and only
+/// its content shows it is not the file that was counted. One page: one read.
+const BLOCK_BYTES: usize = 4096;
 
 /// What counting a span of a file found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,18 +44,11 @@ pub struct Tally {
 /// is past the bytes actually read, so when the line is finished later its '\n' is counted
 /// then. A file that grows while it is read is counted up to where reading stopped.
 pub fn count_lines_from(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<Tally> {
-    count_span(file, offset, u64::MAX, buf, None)
+    count_span(file, offset, u64::MAX, buf)
 }
 
-/// Counts newlines in `[from, until)`, or up to the end of the file if it is shorter, keeping
-/// the last [`TAIL_BYTES`] bytes read in `tail` when given.
-fn count_span(
-    file: &File,
-    from: u64,
-    until: u64,
-    buf: &mut [u8],
-    mut tail: Option<&mut Vec<u8>>,
-) -> io::Result<Tally> {
+/// Counts newlines in `[from, until)`, or up to the end of the file if it is shorter.
+fn count_span(file: &File, from: u64, until: u64, buf: &mut [u8]) -> io::Result<Tally> {
     if buf.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -72,49 +67,32 @@ fn count_span(
         };
         let chunk = &buf[..read];
         lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
-        if let Some(tail) = tail.as_deref_mut() {
-            remember_tail(tail, chunk);
-        }
         pos += read as u64;
     }
     Ok(Tally { lines, end: pos })
 }
 
-fn remember_tail(tail: &mut Vec<u8>, chunk: &[u8]) {
-    tail.extend_from_slice(&chunk[chunk.len().saturating_sub(TAIL_BYTES)..]);
-    if tail.len() > TAIL_BYTES {
-        tail.drain(..tail.len() - TAIL_BYTES);
-    }
-}
-
-/// Which file was counted, and how far.
-#[derive(Debug, Clone)]
-struct Counted {
-    dev: u64,
-    ino: u64,
-    /// The birth time (statx), where the filesystem keeps one: an inode number freed by a
-    /// delete is often handed straight to the next file created, the birth time is not.
-    born: Option<SystemTime>,
-    offset: u64,
-    lines: u64,
-    /// The last bytes before `offset`.
-    tail: Vec<u8>,
-}
+/// Which file was counted, and how far: what a count must still match to be continued, in
+/// this process or (through `store::counts`) in the next one.
+type Counted = KeptCount;
 
 /// Remembers, per progress file, where it stopped counting, so that each pass reads only the
-/// bytes appended since the last one.
+/// bytes appended since the last one, and a new process only what was appended since the
+/// last process kept its counts.
 pub struct LineCounter {
     seen: HashMap<PathBuf, Counted>,
     buf: Vec<u8>,
     buffer_bytes: usize,
     bytes_read: u64,
+    /// Whether `seen` changed since [`LineCounter::take_changed`] last said so.
+    changed: bool,
 }
 
 /// Without the read buffer: a debug print of the prober must not dump a megabyte of zeros.
 impl std::fmt::Debug for LineCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LineCounter")
-            .field("seen", &self.seen)
+            .field("seen", &self.seen.len())
             .field("buffer_bytes", &self.buffer_bytes)
             .field("bytes_read", &self.bytes_read)
             .finish_non_exhaustive()
@@ -139,7 +117,28 @@ impl LineCounter {
             buf: Vec::new(),
             buffer_bytes: bytes.max(4096),
             bytes_read: 0,
+            changed: false,
         }
+    }
+
+    /// Starts from counts an earlier process kept (`store::counts::load`). Each is checked
+    /// against its file before it is used, exactly as one of this process's own.
+    pub fn adopt(&mut self, kept: HashMap<PathBuf, KeptCount>) {
+        for (path, count) in kept {
+            self.seen.entry(path).or_insert(count);
+        }
+    }
+
+    /// Every count remembered, to be kept for the next process.
+    pub fn counts(&self) -> impl ExactSizeIterator<Item = (&Path, &KeptCount)> {
+        self.seen
+            .iter()
+            .map(|(path, count)| (path.as_path(), count))
+    }
+
+    /// Whether any count changed since the last call: whether there is anything new to keep.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     /// Counts newline-terminated lines of `path`, continuing from the last count when it is
@@ -153,7 +152,7 @@ impl LineCounter {
             match super::safe_open::read(path, super::safe_open::Role::Progress) {
                 Ok(opened) => opened,
                 Err(super::safe_open::OpenError::Missing) => {
-                    self.seen.remove(path);
+                    self.changed |= self.seen.remove(path).is_some();
                     return Reading::Empty;
                 }
                 Err(error) => return super::files::refused(error),
@@ -162,46 +161,63 @@ impl LineCounter {
             Ok(modified) => modified,
             Err(error) => return super::fault(path, error),
         };
-        let (dev, ino, born, len) = (meta.dev(), meta.ino(), meta.created().ok(), meta.len());
-        let (from, lines_before, mut tail) = match self.seen.get(path) {
-            Some(seen)
-                if seen.dev == dev
-                    && seen.ino == ino
-                    && seen.born == born
-                    && seen.offset <= len
-                    && still_holds(&file, seen) =>
-            {
-                (seen.offset, seen.lines, seen.tail.clone())
+        let now = Counted {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            born: meta.created().ok().and_then(|born| {
+                let since = born.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+                Some((i64::try_from(since.as_secs()).ok()?, since.subsec_nanos()))
+            }),
+            mtime: (meta.mtime(), meta.mtime_nsec() as u32),
+            offset: meta.len(),
+            lines: 0,
+            block: 0,
+        };
+        let seen = self.seen.get(path).copied();
+        if let Some(seen) = seen.filter(|seen| seen.offset == now.offset && seen.mtime == now.mtime)
+            && continues(&file, &seen, &now)
+        {
+            // Nothing appended, nothing rewritten: the count stands without reading.
+            return found(modified, seen.lines);
+        }
+        let (from, lines_before) = match seen {
+            Some(seen) if seen.offset < now.offset && continues(&file, &seen, &now) => {
+                (seen.offset, seen.lines)
             }
-            _ => (0, 0, Vec::new()),
+            _ => (0, 0),
         };
         if self.buf.len() != self.buffer_bytes {
             self.buf = vec![0; self.buffer_bytes];
         }
         // Up to the length stat'ed with the mtime, so the reading is one consistent moment;
         // what is appended meanwhile is counted on the next pass.
-        let tally = match count_span(&file, from, len, &mut self.buf, Some(&mut tail)) {
+        let tally = match count_span(&file, from, now.offset, &mut self.buf) {
             Ok(tally) => tally,
             Err(error) => return super::fault(path, error),
         };
         self.bytes_read += tally.end - from;
         let done = lines_before + tally.lines;
+        let block = match block_sum(&file, tally.end) {
+            Ok(block) => block,
+            Err(error) => return super::fault(path, error),
+        };
         self.seen.insert(
             path.to_path_buf(),
             Counted {
-                dev,
-                ino,
-                born,
                 offset: tally.end,
                 lines: done,
-                tail,
+                block,
+                // A file that changed while it was read is read again next time.
+                mtime: if tally.end == now.offset {
+                    now.mtime
+                } else {
+                    (i64::MIN, 0)
+                },
+                ..now
             },
         );
-        if done == 0 {
-            Reading::Empty
-        } else {
-            Reading::Found(LineCount { modified, done })
-        }
+        self.changed = true;
+        found(modified, done)
     }
 
     /// Total bytes read for counting since this counter was made: the evidence, in tests and
@@ -216,14 +232,48 @@ impl LineCounter {
     }
 }
 
-/// Whether the bytes just before the remembered offset are still the ones counted.
-fn still_holds(file: &File, seen: &Counted) -> bool {
-    let Some(at) = seen.offset.checked_sub(seen.tail.len() as u64) else {
-        return false;
-    };
-    let mut now = [0u8; TAIL_BYTES];
-    let now = &mut now[..seen.tail.len()];
-    file.read_exact_at(now, at).is_ok() && now == seen.tail.as_slice()
+fn found(modified: chrono::DateTime<chrono::Utc>, done: u64) -> Reading<LineCount> {
+    if done == 0 {
+        Reading::Empty
+    } else {
+        Reading::Found(LineCount { modified, done })
+    }
+}
+
+/// Whether the file open now is the one `seen` counted, still holding the bytes it counted as
+/// far as can be told cheaply: the same device, inode and birth, at least as long, and the
+/// same block just before where counting stopped. A truncation, a replacement (a new inode),
+/// a copytruncate that grew back and a rewrite all fail one of these.
+fn continues(file: &File, seen: &Counted, now: &Counted) -> bool {
+    seen.dev == now.dev
+        && seen.ino == now.ino
+        && seen.born == now.born
+        && seen.offset <= now.offset
+        && block_sum(file, seen.offset).is_ok_and(|sum| sum == seen.block)
+}
+
+/// The checksum of the [`BLOCK_BYTES`] (or fewer, at the start of a file) just before
+/// `offset`. Any change to those bytes changes it (FNV-1a over 64-bit words with a final
+/// mix: not a defence against someone forging a file, who could write it anyway).
+pub fn block_sum(file: &File, offset: u64) -> io::Result<u64> {
+    let mut block = [0u8; BLOCK_BYTES];
+    let len = offset.min(BLOCK_BYTES as u64) as usize;
+    let block = &mut block[..len];
+    file.read_exact_at(block, offset - len as u64)?;
+    let mut sum = 0xcbf2_9ce4_8422_2325u64 ^ len as u64;
+    let mut words = block.chunks_exact(8);
+    for word in words.by_ref() {
+        let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        sum = (sum ^ word)
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(29);
+    }
+    for &byte in words.remainder() {
+        sum = (sum ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    sum ^= sum >> 33;
+    sum = sum.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    Ok(sum ^ (sum >> 33))
 }
 
 #[cfg(test)]
@@ -256,16 +306,5 @@ mod tests {
             assert_eq!(tally(&content, 0, buffer).lines, 1000, "buffer {buffer}");
         }
         assert_eq!(tally(&content, 7, 3).lines, 999);
-    }
-
-    #[test]
-    fn the_tail_keeps_the_last_bytes_across_chunks() {
-        let mut tail = Vec::new();
-        remember_tail(&mut tail, b"abc");
-        remember_tail(&mut tail, &[b'x'; 100]);
-        assert_eq!(tail, vec![b'x'; TAIL_BYTES]);
-        remember_tail(&mut tail, b"yz");
-        assert_eq!(&tail[TAIL_BYTES - 2..], b"yz");
-        assert_eq!(tail.len(), TAIL_BYTES);
     }
 }

@@ -27,8 +27,9 @@ use crate::core::{Evidence, Reading};
 pub use count::LineCounter;
 
 /// Gathers evidence for jobs, remembering what it has counted so far, so that a progress file
-/// is counted incrementally within one process, and what each log last held, so that a
-/// rotation is carried across.
+/// is counted incrementally (within one process, and across processes from the counts the
+/// engine keeps in `state_dir`), and what each log last held, so that a rotation is carried
+/// across.
 #[derive(Debug, Default)]
 pub struct Prober {
     counter: LineCounter,
@@ -49,6 +50,12 @@ impl Prober {
     /// keeps a job must not add that job's file again (the evidence tests and benches read).
     pub fn progress_bytes_counted(&self) -> u64 {
         self.counter.bytes_read()
+    }
+
+    /// The progress files' line counts: to start from what an earlier process kept, and to
+    /// keep them for the next one.
+    pub fn counter(&mut self) -> &mut LineCounter {
+        &mut self.counter
     }
 
     /// Reads `/proc` once and matches every job of `jobs` that declares `process` against
@@ -85,14 +92,17 @@ impl Prober {
         let process = scan.reading(job);
         Evidence {
             lock,
-            resource_lock,
+            resource_lock: resource_lock.map(Box::new),
             log: log.map(|log| log.stamp),
             log_missing,
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
-            manifest: job.manifest.as_deref().map(manifest::read_manifest),
+            manifest: job
+                .manifest
+                .as_deref()
+                .map(|path| Box::new(manifest::read_manifest(path))),
             log_progress: match (&job.log, &job.log_progress) {
-                (Some(log), Some(spec)) => Some(self.log_progress.read(log, spec)),
+                (Some(log), Some(spec)) => Some(Box::new(self.log_progress.read(log, spec))),
                 _ => None,
             },
             // The engine fills these from what it kept of earlier passes.
@@ -102,7 +112,7 @@ impl Prober {
                 .as_deref()
                 // Only asked when no process matches: a match decides without it.
                 .filter(|_| !matches!(process, Some(Reading::Found(_))))
-                .map(|kept| lock::read_lock_as(kept, safe_open::Role::KeptLock)),
+                .map(|kept| Box::new(lock::read_lock_as(kept, safe_open::Role::KeptLock))),
             process,
             // The engine fills these from the state store.
             heartbeat: None,

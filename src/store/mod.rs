@@ -10,6 +10,7 @@
 //! them. It never stores raw paths, log lines or message bodies in the event log: a workspace
 //! appears only as a short hash. It decides nothing; the engine and the executor do.
 
+pub mod counts;
 pub mod digest;
 pub mod files;
 pub mod health;

@@ -114,7 +114,8 @@ pub struct Tail {
 pub struct Model {
     /// The moment the screen depicts. Ages are computed against it, never against a clock.
     pub now: DateTime<Utc>,
-    pub jobs: Vec<JobSpec>,
+    /// The engine's own list, shared.
+    pub jobs: std::sync::Arc<[JobSpec]>,
     /// The jobs file, shown when it declares no jobs.
     pub source: PathBuf,
     /// The latest snapshot from the engine; `None` until the first gather.
@@ -197,7 +198,7 @@ pub enum Msg {
     /// The conditions that hold now, and those newly entered (bell and banner for these).
     Escalations(Vec<Condition>, Vec<Condition>),
     /// The jobs file was loaded again: these are the jobs now.
-    Jobs(Vec<JobSpec>),
+    Jobs(std::sync::Arc<[JobSpec]>),
 }
 
 /// A side effect `update` asks the runtime to perform.
@@ -258,10 +259,15 @@ pub enum Row<'a> {
 }
 
 impl Model {
-    pub fn new(jobs: Vec<JobSpec>, source: PathBuf, theme: Theme, now: DateTime<Utc>) -> Self {
+    pub fn new(
+        jobs: impl Into<std::sync::Arc<[JobSpec]>>,
+        source: PathBuf,
+        theme: Theme,
+        now: DateTime<Utc>,
+    ) -> Self {
         Model {
             now,
-            jobs,
+            jobs: jobs.into(),
             source,
             snapshot: None,
             history: HashMap::new(),

@@ -12,7 +12,7 @@ use std::sync::Once;
 use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use crossterm::execute;
 use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+    Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
 use ratatui::backend::CrosstermBackend;
 use ratatui::{Frame, Terminal};
@@ -28,14 +28,22 @@ impl Screen {
         install_panic_hook();
         enable_raw_mode()?;
         let mut stdout = io::stdout();
-        if let Err(error) = execute!(stdout, EnterAlternateScreen, EnableMouseCapture) {
+        // Cleared here, not by ratatui's `Terminal::clear`: that asks the terminal where its
+        // cursor is first, and a terminal that never answers (a bare pty, a serial console)
+        // held the first frame for crossterm's two-second timeout. A new `Terminal`'s back
+        // buffer is empty, so its first draw paints every cell anyway.
+        if let Err(error) = execute!(
+            stdout,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            Clear(ClearType::All)
+        ) {
             restore();
             return Err(error);
         }
         match Terminal::new(CrosstermBackend::new(stdout)) {
             Ok(mut terminal) => {
                 let _ = terminal.hide_cursor();
-                let _ = terminal.clear();
                 Ok(Screen { terminal })
             }
             Err(error) => {

@@ -799,7 +799,7 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         ),
     }
 
-    if let Some(Reading::Found(manifest)) = evidence.and_then(|e| e.manifest.as_ref()) {
+    if let Some(Reading::Found(manifest)) = evidence.and_then(|e| e.manifest.as_deref()) {
         out.push(Line::styled("Run manifest", theme.heading()));
         let run = manifest.run_id.as_deref().map(inert).unwrap_or("-".into());
         let current = manifest
@@ -1054,7 +1054,7 @@ fn evidence_rows(
     if let Some(reading) = &evidence.lock {
         add("lock", lock_text(reading), lock_style(reading));
     }
-    if let Some(reading) = &evidence.resource_lock {
+    if let Some(reading) = evidence.resource_lock.as_deref() {
         add("resource_lock", lock_text(reading), lock_style(reading));
     }
     if let Some(reading) = &evidence.process {
@@ -1169,7 +1169,7 @@ fn evidence_rows(
             _ => {}
         }
     }
-    if let Some(reading) = &evidence.log_progress {
+    if let Some(reading) = evidence.log_progress.as_deref() {
         match reading {
             Reading::Found(printed) => {
                 let mut words = match (printed.done, printed.total, printed.percent) {
@@ -1202,7 +1202,7 @@ fn evidence_rows(
             ),
         }
     }
-    if let Some(reading) = &evidence.heartbeat {
+    if let Some(reading) = evidence.heartbeat.as_deref() {
         match (reading, empty_or_fault(reading)) {
             (Reading::Found(beat), _) => {
                 let mut words = format!("sent {} ago", ago(beat.at));
@@ -1228,7 +1228,7 @@ fn evidence_rows(
             _ => {}
         }
     }
-    if let Some(reading) = &evidence.manifest {
+    if let Some(reading) = evidence.manifest.as_deref() {
         match (reading, empty_or_fault(reading)) {
             (Reading::Found(manifest), _) => add(
                 "manifest",

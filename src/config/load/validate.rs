@@ -119,7 +119,7 @@ pub(super) fn validate(
     Ok(Config {
         source: file.to_path_buf(),
         settings,
-        jobs: specs,
+        jobs: specs.into(),
     })
 }
 
