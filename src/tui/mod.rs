@@ -51,32 +51,9 @@ enum Input {
 
 /// Runs the dashboard on an already loaded jobs file.
 pub fn run_with(config: Config) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("mihari: cannot start the dashboard's runtime: {error}");
-            return ExitCode::from(3);
-        }
-    };
-    let mut screen = match terminal::Screen::enter() {
-        Ok(screen) => screen,
-        Err(error) => {
-            eprintln!("mihari: cannot open the dashboard on this terminal: {error}");
-            return ExitCode::from(3);
-        }
-    };
-    let result = runtime.block_on(event_loop(config, &mut screen));
-    drop(screen);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("mihari: the dashboard stopped: {error}");
-            ExitCode::from(3)
-        }
-    }
+    terminal::run_full_screen("the dashboard", move |screen| {
+        Box::pin(event_loop(config, screen))
+    })
 }
 
 async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(), String> {

@@ -6,7 +6,10 @@
 //! guard. Terminal input is read on its own thread, blocked in the kernel while nothing
 //! happens.
 
+use std::future::Future;
 use std::io::{self, Stdout, Write};
+use std::pin::Pin;
+use std::process::ExitCode;
 use std::sync::Once;
 
 use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
@@ -111,4 +114,44 @@ pub fn spawn_reader(mut deliver: impl FnMut(io::Result<Event>) -> bool + Send + 
             }
         }
     });
+}
+
+/// What a full-screen front-end runs while the screen is its: borrowing the screen for as
+/// long as it serves.
+pub type Serve<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
+
+/// Runs a full-screen front-end (the dashboard, the fleet screen) on a runtime of one
+/// thread, with the terminal in screen mode while `serve` runs and restored before any
+/// message is printed. `what` names it in those messages; exit 3 when it cannot start or
+/// stops on an error.
+pub fn run_full_screen(
+    what: &str,
+    serve: impl for<'a> FnOnce(&'a mut Screen) -> Serve<'a>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mihari: cannot start {what}'s runtime: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let mut screen = match Screen::enter() {
+        Ok(screen) => screen,
+        Err(error) => {
+            eprintln!("mihari: cannot open {what} on this terminal: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let result = runtime.block_on(serve(&mut screen));
+    drop(screen);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mihari: {what} stopped: {error}");
+            ExitCode::from(3)
+        }
+    }
 }

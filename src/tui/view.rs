@@ -15,7 +15,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::layout;
 use super::model::{Model, Pane, Row, SPARK_BUCKET_SECS};
-use super::theme::symbol;
+use super::theme::{Theme, symbol};
 use crate::core::text::{inert, is_mark};
 use crate::core::{Assessment, Bucket, Carried, CheckResult, Liveness, Reading};
 
@@ -1390,26 +1390,33 @@ pub const KEYS: [(&str, &str); 20] = [
 ];
 
 fn help(model: &Model, frame: &mut Frame, size: Rect) {
-    let theme = &model.theme;
-    let width = size.width.min(76);
-    let height = (KEYS.len() as u16 + 4).min(size.height);
-    let area = Rect::new(
-        size.x + (size.width - width) / 2,
-        size.y + (size.height - height) / 2,
-        width,
-        height,
-    );
-    let key_width = KEYS
+    help_box(frame, size, &model.theme, " keys ", &KEYS, 76);
+}
+
+/// The keys of a screen in a box over it, centered, at most `widest` columns wide: the
+/// dashboard's and the fleet screen's help.
+pub fn help_box(
+    frame: &mut Frame,
+    size: Rect,
+    theme: &Theme,
+    title: &str,
+    keys: &[(&str, &str)],
+    widest: u16,
+) {
+    let width = size.width.min(widest);
+    let height = (keys.len() as u16 + 4).min(size.height);
+    let area = centered(size, width, height);
+    let key_width = keys
         .iter()
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(8)
         + 2;
     let mut lines = vec![Line::raw("")];
-    for (key, what) in KEYS {
+    for (key, what) in keys {
         lines.push(Line::from(vec![
             Span::styled(format!(" {}", pad(key, key_width)), theme.heading()),
-            Span::raw(what),
+            Span::raw(*what),
         ]));
     }
     frame.render_widget(Clear, area);
@@ -1418,7 +1425,7 @@ fn help(model: &Model, frame: &mut Frame, size: Rect) {
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(theme.focused_border())
-                .title(Span::styled(" keys ", theme.heading()))
+                .title(Span::styled(title.to_string(), theme.heading()))
                 .title_alignment(Alignment::Center),
         ),
         area,

@@ -40,32 +40,9 @@ enum Input {
 
 /// Opens the fleet screen on `fleet`'s hosts.
 pub fn run(fleet: Fleet) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("mihari fleet: cannot start its runtime: {error}");
-            return ExitCode::from(3);
-        }
-    };
-    let mut screen = match terminal::Screen::enter() {
-        Ok(screen) => screen,
-        Err(error) => {
-            eprintln!("mihari fleet: cannot open the screen on this terminal: {error}");
-            return ExitCode::from(3);
-        }
-    };
-    let result = runtime.block_on(event_loop(fleet, &mut screen));
-    drop(screen);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("mihari fleet: the screen stopped: {error}");
-            ExitCode::from(3)
-        }
-    }
+    terminal::run_full_screen("the fleet screen", move |screen| {
+        Box::pin(event_loop(fleet, screen))
+    })
 }
 
 /// Who confirms on this screen and from where, as the hosts' event logs record it.

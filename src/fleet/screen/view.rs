@@ -6,7 +6,7 @@
 //! [`inert`] here, whatever the host already did: a cell is the last gate before the terminal.
 
 use ratatui::Frame;
-use ratatui::layout::{Alignment, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
@@ -416,26 +416,5 @@ pub const KEYS: [(&str, &str); 11] = [
 ];
 
 fn help(model: &FleetModel, frame: &mut Frame, size: Rect) {
-    let theme = &model.theme;
-    let width = size.width.min(80);
-    let height = (KEYS.len() as u16 + 4).min(size.height);
-    let area = crate::tui::view::centered(size, width, height);
-    let mut lines = vec![Line::raw("")];
-    for (key, what) in KEYS {
-        lines.push(Line::from(vec![
-            Span::styled(format!(" {}", pad(key, 16)), theme.heading()),
-            Span::raw(what),
-        ]));
-    }
-    frame.render_widget(Clear, area);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(theme.focused_border())
-                .title(Span::styled(" fleet keys ", theme.heading()))
-                .title_alignment(Alignment::Center),
-        ),
-        area,
-    );
+    crate::tui::view::help_box(frame, size, &model.theme, " fleet keys ", &KEYS, 80);
 }
