@@ -7,10 +7,9 @@
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
-use ratatui::layout::{Alignment, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::theme::Theme;
 use crate::core::decision::Decision;
@@ -349,15 +348,5 @@ pub fn draw<P: Proposal>(
         dialog.decision.verb(),
         inert(dialog.decision.job())
     );
-    frame.render_widget(Clear, area);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(theme.alarm())
-                .title(Span::styled(title, theme.heading()))
-                .title_alignment(Alignment::Center),
-        ),
-        area,
-    );
+    super::view::overlay(frame, area, lines, &title, theme.alarm(), theme);
 }

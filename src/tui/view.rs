@@ -1419,12 +1419,25 @@ pub fn help_box(
             Span::raw(*what),
         ]));
     }
+    overlay(frame, area, lines, title, theme.focused_border(), theme);
+}
+
+/// `lines` in a box with a centered `title`, drawn over whatever `area` held: the help, the
+/// confirmation dialog and the chooser.
+pub fn overlay(
+    frame: &mut Frame,
+    area: Rect,
+    lines: Vec<Line<'_>>,
+    title: &str,
+    border: Style,
+    theme: &Theme,
+) {
     frame.render_widget(Clear, area);
     frame.render_widget(
         Paragraph::new(lines).block(
             Block::default()
                 .borders(Borders::ALL)
-                .border_style(theme.focused_border())
+                .border_style(border)
                 .title(Span::styled(title.to_string(), theme.heading()))
                 .title_alignment(Alignment::Center),
         ),
@@ -1492,17 +1505,7 @@ fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Fram
         theme.dim(),
     ));
     let area = centered(size, width, lines.len() as u16 + 2);
-    frame.render_widget(Clear, area);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(theme.alarm())
-                .title(Span::styled(title, theme.heading()))
-                .title_alignment(Alignment::Center),
-        ),
-        area,
-    );
+    overlay(frame, area, lines, &title, theme.alarm(), theme);
 }
 
 /// The event log: newest at the bottom, for the selected job or for all.
