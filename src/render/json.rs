@@ -106,13 +106,14 @@ struct JsonJob<'a> {
 }
 
 /// A pending approval: its key (what `mihari approval approve KEY` takes), the step, the
-/// summary and when it was asked.
+/// summary, when it was asked and by whom (null for a request from before that was kept).
 #[derive(Serialize)]
 struct JsonApproval {
     key: String,
     step: String,
     summary: String,
     requested_at: String,
+    requested_by: Option<String>,
 }
 
 /// A run's end: `code` when it exited, `signal` ("SIGTERM") when a signal ended it.
@@ -208,6 +209,7 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
                 step: inert(&a.step),
                 summary: inert(&a.summary),
                 requested_at: a.requested.to_rfc3339_opts(SecondsFormat::Millis, true),
+                requested_by: a.requested_by.as_deref().map(inert),
             })
             .collect(),
     }

@@ -535,6 +535,21 @@ impl FleetModel {
                 };
                 lines.push(("step".to_string(), text(first, "step").to_string()));
                 lines.push(("summary".to_string(), text(first, "summary").to_string()));
+                // Said in UTC here; the dialog shows it in local time like every stamp.
+                let by = text(first, "requested_by");
+                let at = text(first, "requested_at");
+                let at = DateTime::parse_from_rfc3339(at).map_or_else(
+                    |_| at.to_string(),
+                    |at| {
+                        at.with_timezone(&Utc)
+                            .format("%Y-%m-%d %H:%M:%S UTC")
+                            .to_string()
+                    },
+                );
+                lines.push((
+                    "asked by".to_string(),
+                    format!("{}, {at}", if by.is_empty() { "—" } else { by }),
+                ));
                 if approvals.len() > 1 {
                     lines.push((
                         "note".to_string(),
@@ -829,6 +844,45 @@ mod tests {
                 bucket: Some("RESTART"),
                 count: 1
             }
+        );
+    }
+
+    /// Approving a colleague's step is another decision than approving one's own: the
+    /// fleet's dialog says who asked, as the local one does.
+    #[test]
+    fn the_approve_dialog_says_who_asked_on_the_host() {
+        let start = Utc::now();
+        let mut model = FleetModel::new(vec!["gpu1".into()], Theme::plain(), start);
+        update(&mut model, FleetMsg::Resize(120, 40));
+        let line = serde_json::json!({
+            "jobs": [{"id": "deploy", "state": "RUNNING", "bucket": null, "reasons": [],
+                      "approvals": [{"key": "k1", "step": "drop", "summary": "drop the table",
+                                     "requested_at": "2026-12-01T07:08:09.000Z",
+                                     "requested_by": "alice"}]}],
+            "rules": [],
+            "heartbeat_sec": 30.0,
+        })
+        .to_string();
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line,
+                at: start,
+            },
+        );
+        update(
+            &mut model,
+            FleetMsg::Key(crossterm::event::KeyEvent::from(KeyCode::Char('a'))),
+        );
+        let dialog = model.dialog.as_ref().expect("the approve dialog opens");
+        assert!(
+            dialog.decision.lines.contains(&(
+                "asked by".to_string(),
+                "alice, 2026-12-01 07:08:09 UTC".to_string()
+            )),
+            "{:?}",
+            dialog.decision.lines
         );
     }
 
