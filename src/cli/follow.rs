@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
@@ -23,6 +22,7 @@ use crate::engine::triggers::Trigger;
 use crate::engine::{CheckResultFor, Snapshot};
 
 use super::check::{EXIT_UNKNOWN, render_json};
+use crate::render::json::shown_digest;
 
 /// The longest a follower waits between two lines.
 pub const HEARTBEAT: Duration = Duration::from_secs(30);
@@ -63,21 +63,6 @@ pub fn run(config: Config, out: &mut impl Write) -> u8 {
     }
 }
 
-/// What a line shows, without what changes by itself with the clock.
-fn shown(line: &[u8]) -> Value {
-    let mut value: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
-    if let Some(report) = value.as_object_mut() {
-        report.remove("generated_at");
-        if let Some(jobs) = report.get_mut("jobs").and_then(Value::as_array_mut) {
-            for job in jobs.iter_mut().filter_map(Value::as_object_mut) {
-                job.remove("progress_age_sec");
-                job.remove("eta_sec");
-            }
-        }
-    }
-    value
-}
-
 /// check's object for `snapshot` with `heartbeat_sec`, the longest this stream stays silent,
 /// so a reader learns how long a silence means a dead stream instead of assuming it.
 fn follow_line(snapshot: &Snapshot, every: Duration) -> Result<Vec<u8>, String> {
@@ -94,15 +79,11 @@ fn follow_line(snapshot: &Snapshot, every: Duration) -> Result<Vec<u8>, String> 
 }
 
 /// One line of `snapshot`; `Ok(false)` when the reader has gone.
-fn emit(
-    snapshot: &Snapshot,
-    every: Duration,
-    out: &mut impl Write,
-) -> Result<(Vec<u8>, bool), String> {
+fn emit(snapshot: &Snapshot, every: Duration, out: &mut impl Write) -> Result<bool, String> {
     let line = follow_line(snapshot, every)?;
     match out.write_all(&line).and_then(|()| out.flush()) {
-        Ok(()) => Ok((line, true)),
-        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok((line, false)),
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(false),
         Err(error) => Err(format!("cannot write: {error}")),
     }
 }
@@ -146,11 +127,10 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
     let every = heartbeat();
-    let (line, open) = emit(&snapshot, every, out)?;
-    if !open {
+    if !emit(&snapshot, every, out)? {
         return Ok(());
     }
-    let mut last_shown = shown(&line);
+    let mut last_shown = shown_digest(&snapshot);
     let mut last_at = Utc::now();
     loop {
         let now = Utc::now();
@@ -182,15 +162,12 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
             // The heartbeat line carries fresh ages and time even when nothing changed.
             snapshot = live.engine.reassess(now);
         }
-        let line = follow_line(&snapshot, every)?;
-        let view = shown(&line);
+        let view = shown_digest(&snapshot);
         if view == last_shown && !heartbeat_due {
             continue;
         }
-        match out.write_all(&line).and_then(|()| out.flush()) {
-            Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(error) => return Err(format!("cannot write: {error}")),
+        if !emit(&snapshot, every, out)? {
+            return Ok(());
         }
         last_shown = view;
         last_at = Utc::now();
