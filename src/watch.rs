@@ -592,18 +592,15 @@ enum Input {
 
 async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
-    for kind in [
-        tokio::signal::unix::SignalKind::terminate(),
-        tokio::signal::unix::SignalKind::interrupt(),
-    ] {
-        if let Ok(mut stream) = tokio::signal::unix::signal(kind) {
-            let sender = sender.clone();
-            tokio::spawn(async move {
-                if stream.recv().await.is_some() {
-                    let _ = sender.send(Input::Stop);
-                }
-            });
-        }
+    {
+        use tokio::signal::unix::SignalKind;
+        let sender = sender.clone();
+        crate::engine::live::on_signals(
+            &[SignalKind::terminate(), SignalKind::interrupt()],
+            move || {
+                let _ = sender.send(Input::Stop);
+            },
+        );
     }
     // SIGHUP reloads the jobs file, as daemons do (systemd's ExecReload sends it); every one
     // is heard, not only the first.

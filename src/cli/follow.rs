@@ -90,18 +90,15 @@ fn emit(snapshot: &Snapshot, every: Duration, out: &mut impl Write) -> Result<bo
 
 async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
-    for kind in [
-        tokio::signal::unix::SignalKind::terminate(),
-        tokio::signal::unix::SignalKind::interrupt(),
-    ] {
-        if let Ok(mut stream) = tokio::signal::unix::signal(kind) {
-            let sender = sender.clone();
-            tokio::spawn(async move {
-                if stream.recv().await.is_some() {
-                    let _ = sender.send(Input::Stop);
-                }
-            });
-        }
+    {
+        use tokio::signal::unix::SignalKind;
+        let sender = sender.clone();
+        crate::engine::live::on_signals(
+            &[SignalKind::terminate(), SignalKind::interrupt()],
+            move || {
+                let _ = sender.send(Input::Stop);
+            },
+        );
     }
     // The stream ends as soon as its reader goes, not at its next line: a closed pipe shows
     // as POLLERR on our end of it (a terminal that hangs up, as POLLHUP).

@@ -28,6 +28,25 @@ const PROCESS_POLL: Duration = Duration::seconds(5);
 /// watch limit): the fallback is polling, never silence.
 const FOLDER_POLL: Duration = Duration::seconds(2);
 
+/// Calls `heard` when one of `kinds` arrives (each kind once: SIGTERM, SIGINT, SIGHUP end a
+/// front-end cleanly, and a second one finds it gone). Must run inside the front-end's tokio
+/// runtime; a kind that cannot be listened to is skipped.
+pub fn on_signals(
+    kinds: &[tokio::signal::unix::SignalKind],
+    heard: impl Fn() + Clone + Send + 'static,
+) {
+    for kind in kinds {
+        if let Ok(mut stream) = tokio::signal::unix::signal(*kind) {
+            let heard = heard.clone();
+            tokio::spawn(async move {
+                if stream.recv().await.is_some() {
+                    heard();
+                }
+            });
+        }
+    }
+}
+
 /// Waits for the first input or `deadline`, whichever comes first, then takes whatever else
 /// has arrived; when `coalesce` says an input starts a burst (file events), it waits a
 /// moment more so the burst is one gather. An empty batch means the deadline came.

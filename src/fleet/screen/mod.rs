@@ -363,19 +363,13 @@ fn execute(host: &Host, decision: &RemoteDecision, origin: &str) -> FleetMsg {
 
 /// SIGTERM, SIGHUP and SIGINT end the screen cleanly, restoring the terminal.
 fn spawn_signal_listener(sender: mpsc::UnboundedSender<Input>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    for kind in [
+    use tokio::signal::unix::SignalKind;
+    let kinds = [
         SignalKind::terminate(),
         SignalKind::hangup(),
         SignalKind::interrupt(),
-    ] {
-        if let Ok(mut stream) = signal(kind) {
-            let sender = sender.clone();
-            tokio::spawn(async move {
-                if stream.recv().await.is_some() {
-                    let _ = sender.send(Input::Signal);
-                }
-            });
-        }
-    }
+    ];
+    crate::engine::live::on_signals(&kinds, move || {
+        let _ = sender.send(Input::Signal);
+    });
 }
