@@ -502,3 +502,66 @@ fn the_marker_key_chooses_among_several_stale_markers() {
     tmux.keys(&["q"]);
     tmux.wait_for(&["DASHBOARD-EXITED-0"], Duration::from_secs(10));
 }
+
+/// The dashboard and the fleet screen end cleanly on SIGTERM and SIGHUP (a closed tmux
+/// window, a `kill`, a logout): exit 0 with the terminal given back (the alternate screen
+/// left, the shell's own lines visible again), not killed mid-frame.
+#[test]
+fn sigterm_and_sighup_end_the_dashboard_and_the_fleet_screen_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n  - id: quiet\n    log: {}\n    \
+             should_run_when: [not_succeeded]\n",
+            dir.path().join("state").display(),
+            dir.path().join("quiet.log").display()
+        ),
+    )
+    .unwrap();
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "hosts:\n  - name: here\n    config: '{}'\n    mihari: '{}'\n",
+            config.display(),
+            env!("CARGO_BIN_EXE_mihari")
+        ),
+    )
+    .unwrap();
+    let binary = env!("CARGO_BIN_EXE_mihari");
+    for (name, args, shown, signal) in [
+        (
+            "sig-tui",
+            format!("--config {}", config.display()),
+            "quiet",
+            "TERM",
+        ),
+        (
+            "sig-fleet",
+            format!("fleet --fleet {}", fleet.display()),
+            "here",
+            "HUP",
+        ),
+    ] {
+        let command = format!(
+            "echo BEFORE-THE-SCREEN; {binary} {args} & pid=$!; echo $pid > {pidfile}; \
+             wait $pid; echo SCREEN-EXITED-$?; sleep 60",
+            pidfile = dir.path().join(format!("{name}.pid")).display()
+        );
+        let tmux = Tmux::start(name, 120, 30, &command);
+        tmux.wait_for(&[shown, "q quit"], Duration::from_secs(30));
+        let pid = std::fs::read_to_string(dir.path().join(format!("{name}.pid"))).unwrap();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), pid.trim()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let screen = tmux.wait_for(&["SCREEN-EXITED-0"], Duration::from_secs(10));
+        assert!(
+            screen.contains("BEFORE-THE-SCREEN") && !screen.contains("q quit"),
+            "{name}: the terminal is the shell's again:\n{screen}"
+        );
+    }
+}
