@@ -156,8 +156,8 @@ impl Proposal for RemoteDecision {
         lines.push((
             "runs".to_string(),
             format!(
-                "mihari {} on '{}', over its ssh; the host's own rules decide, and its event \
-                 log records you and this machine",
+                "mihari {} on '{}' (over its ssh, when the fleet file gives one); the host's \
+                 own rules decide, and its event log records you and this machine",
                 self.args().join(" "),
                 self.host
             ),
