@@ -58,17 +58,9 @@ pub fn run_with(config: Config) -> ExitCode {
 
 async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
-    terminal::spawn_reader({
-        let sender = sender.clone();
-        move |event| match event {
-            Ok(event) => sender.send(Input::Terminal(event)).is_ok(),
-            Err(error) => {
-                let _ = sender.send(Input::TerminalGone(error.to_string()));
-                false
-            }
-        }
+    terminal::listen(&sender, Input::Terminal, Input::TerminalGone, || {
+        Input::Signal
     });
-    spawn_signal_listener(sender.clone());
     let trigger_sender = sender.clone();
     let jobs = config.jobs.clone();
     let source = config.source.clone();
@@ -422,17 +414,4 @@ fn start_due_checks(live: &mut Live, sender: &mpsc::UnboundedSender<Input>, now:
             let _ = sender.send(Input::Checks(check.run()));
         });
     }
-}
-
-/// SIGTERM, SIGHUP and SIGINT end the dashboard cleanly, restoring the terminal.
-fn spawn_signal_listener(sender: mpsc::UnboundedSender<Input>) {
-    use tokio::signal::unix::SignalKind;
-    let kinds = [
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-        SignalKind::interrupt(),
-    ];
-    crate::engine::live::on_signals(&kinds, move || {
-        let _ = sender.send(Input::Signal);
-    });
 }

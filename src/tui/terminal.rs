@@ -116,6 +116,35 @@ pub fn spawn_reader(mut deliver: impl FnMut(io::Result<Event>) -> bool + Send + 
     });
 }
 
+/// Feeds a full-screen front-end's inbox: every terminal event (`event`), why the terminal
+/// can no longer be read (`gone`), and SIGTERM, SIGHUP or SIGINT (`signal`), which end the
+/// screen cleanly with the terminal restored. Must run inside the front-end's runtime.
+pub fn listen<T: Send + 'static>(
+    sender: &tokio::sync::mpsc::UnboundedSender<T>,
+    event: fn(Event) -> T,
+    gone: fn(String) -> T,
+    signal: fn() -> T,
+) {
+    let reader = sender.clone();
+    spawn_reader(move |read| match read {
+        Ok(read) => reader.send(event(read)).is_ok(),
+        Err(error) => {
+            let _ = reader.send(gone(error.to_string()));
+            false
+        }
+    });
+    use tokio::signal::unix::SignalKind;
+    let kinds = [
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+        SignalKind::interrupt(),
+    ];
+    let signals = sender.clone();
+    crate::engine::live::on_signals(&kinds, move || {
+        let _ = signals.send(signal());
+    });
+}
+
 /// What a full-screen front-end runs while the screen is its: borrowing the screen for as
 /// long as it serves.
 pub type Serve<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;

@@ -71,17 +71,9 @@ pub fn origin() -> String {
 
 async fn event_loop(fleet: Fleet, screen: &mut terminal::Screen) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
-    terminal::spawn_reader({
-        let sender = sender.clone();
-        move |event| match event {
-            Ok(event) => sender.send(Input::Terminal(event)).is_ok(),
-            Err(error) => {
-                let _ = sender.send(Input::TerminalGone(error.to_string()));
-                false
-            }
-        }
+    terminal::listen(&sender, Input::Terminal, Input::TerminalGone, || {
+        Input::Signal
     });
-    spawn_signal_listener(sender.clone());
     let (width, height) = screen.size().map_err(|e| e.to_string())?;
     let names = fleet.hosts.iter().map(|h| h.name.clone()).collect();
     let mut model = FleetModel::new(names, Theme::from_env(), Utc::now());
@@ -359,17 +351,4 @@ fn execute(host: &Host, decision: &RemoteDecision, origin: &str) -> FleetMsg {
             }
         }
     })
-}
-
-/// SIGTERM, SIGHUP and SIGINT end the screen cleanly, restoring the terminal.
-fn spawn_signal_listener(sender: mpsc::UnboundedSender<Input>) {
-    use tokio::signal::unix::SignalKind;
-    let kinds = [
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-        SignalKind::interrupt(),
-    ];
-    crate::engine::live::on_signals(&kinds, move || {
-        let _ = sender.send(Input::Signal);
-    });
 }
