@@ -342,7 +342,16 @@ fn another_user_may_not_adopt_a_root_process_and_is_told_to_use_sudo() {
     let procs = Procs(vec![python_loop(dir.path(), &["root's"], &log)]);
     let pid = procs.0[0].id();
     wait_for_output(&log);
-    let out = Command::new(BIN)
+    // The other user runs a copy of the binary from a folder it may enter: a clone made
+    // under `mktemp -d` (0700) keeps the built one out of its reach.
+    let reachable = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(reachable.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let copy = reachable.path().join("mihari");
+    fs::copy(BIN, &copy).expect("copy the binary");
+    let out = Command::new(&copy)
         .args(["adopt", &pid.to_string()])
         .env_remove("MIHARI_CONFIG")
         .env("HOME", "/nonexistent")
