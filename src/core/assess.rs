@@ -167,6 +167,18 @@ pub struct Assessment {
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
 pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessment {
+    assess_sampled(job, evidence, &evidence.progress_samples, now)
+}
+
+/// [`assess`], with the earlier (time, done) samples a long-running engine kept for the rate
+/// and the ETA given apart from the evidence: the evidence can then be shared by every
+/// snapshot as it was gathered, never copied only to carry them.
+pub fn assess_sampled(
+    job: &JobSpec,
+    evidence: &Evidence,
+    samples: &[(DateTime<Utc>, u64)],
+    now: DateTime<Utc>,
+) -> Assessment {
     let done = Done::of(evidence);
     let started_before = has_started_before(evidence);
     let mut reasons = Vec::new();
@@ -333,7 +345,7 @@ pub fn assess(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Assessm
 
     let total = expected_total(job, evidence);
     let percent = percent_of(done.known(), total, evidence);
-    let (rate_per_sec, eta_sec) = pace(judged, done.known(), total, evidence, now);
+    let (rate_per_sec, eta_sec) = pace(judged, done.known(), total, evidence, samples, now);
     let phase = evidence
         .manifest
         .as_ref()
@@ -1024,6 +1036,7 @@ fn pace(
     done: Option<u64>,
     total: Option<u64>,
     evidence: &Evidence,
+    samples: &[(DateTime<Utc>, u64)],
     now: DateTime<Utc>,
 ) -> (Option<f64>, Option<f64>) {
     if !matches!(state, State::Running | State::Stalled) {
@@ -1042,7 +1055,7 @@ fn pace(
         // Only the samples since done last went down (a restart that counts from 0 again).
         let mut first: Option<(DateTime<Utc>, u64)> = None;
         let mut last_done = None;
-        for &(at, count) in &evidence.progress_samples {
+        for &(at, count) in samples {
             if at < since || at > now {
                 continue;
             }

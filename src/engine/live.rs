@@ -241,10 +241,11 @@ impl Live {
 
     /// Points the watches at the current files, the store and the holders.
     fn follow(&mut self) {
+        let watch_lock = self.engine.watch_lock_path();
         let mut paths = self.engine.watched_paths();
-        paths.extend(self.store_paths.iter().cloned());
-        paths.push(self.engine.watch_lock_path());
-        paths.push(self.source.clone());
+        paths.extend(self.store_paths.iter().map(PathBuf::as_path));
+        paths.push(&watch_lock);
+        paths.push(&self.source);
         self.unwatched = self.triggers.watch_paths(&paths);
         self.follow_holders();
     }

@@ -23,18 +23,19 @@ pub fn record_watch_lock_name() -> &'static str {
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread;
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{CheckSpec, Config, JobSpec};
+use crate::core::assess::assess_sampled;
 use crate::core::decision::{
     ApprovalPlan, Decision, HolderView, NotePlan, ReleasePlan, RestartPlan, claim_key, cooldown,
     next_route, policy_words, release_refusal, restart_refusal,
 };
 use crate::core::{
-    ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, assess,
-    order_with_rules,
+    ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, order_with_rules,
 };
 use crate::probe::{Prober, checks};
 use crate::store::{Actor, Fault, Store, StoreError};
@@ -84,8 +85,9 @@ pub fn store_error_words(state_dir: &Path, error: &StoreError) -> String {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub generated_at: DateTime<Utc>,
-    /// Evidence per job, in jobs-file order.
-    pub evidence: Vec<(String, Evidence)>,
+    /// Evidence per job, in jobs-file order: shared with the engine and with the snapshots
+    /// before and after this one, so a job nothing happened to is held once, not per snapshot.
+    pub evidence: Vec<(String, Arc<Evidence>)>,
     pub list: ActionList,
     /// Things the operator should know that are not about one job ("no watcher yet").
     pub notices: Vec<String>,
@@ -118,29 +120,38 @@ impl Snapshot {
         rules: Vec<String>,
         now: DateTime<Utc>,
     ) -> Snapshot {
-        let evidence = jobs.iter().map(|j| j.id.clone()).zip(evidence).collect();
-        Snapshot::judge_by_id(jobs, evidence, rules, now)
+        // The samples are for the rate and the ETA judged now, not for the snapshot to keep.
+        let (evidence, samples): (Vec<_>, Vec<_>) = jobs
+            .iter()
+            .zip(evidence)
+            .map(|(job, mut seen)| {
+                let samples = std::mem::take(&mut seen.progress_samples);
+                ((job.id.clone(), Arc::new(seen)), samples)
+            })
+            .unzip();
+        let samples: Vec<&[(DateTime<Utc>, u64)]> = samples.iter().map(Vec::as_slice).collect();
+        Snapshot::judge_by_id(jobs, evidence, &samples, rules, now)
     }
 
-    /// [`Snapshot::judge_with_rules`] on evidence already paired with its job's id, as the
-    /// snapshot keeps it: pairing a farm's evidence afterwards would hold a second copy of
-    /// all of it for a moment (9 MB at 10,000 jobs).
+    /// [`Snapshot::judge_with_rules`] on evidence already paired with its job's id and shared,
+    /// as the snapshot keeps it, with each job's samples for the rate and the ETA apart: a
+    /// snapshot that copied a farm's evidence would hold it twice (9 MB at 10,000 jobs), and
+    /// three times while the screen still shows the one before.
     fn judge_by_id(
         jobs: &[JobSpec],
-        mut evidence: Vec<(String, Evidence)>,
+        evidence: Vec<(String, Arc<Evidence>)>,
+        samples: &[&[(DateTime<Utc>, u64)]],
         rules: Vec<String>,
         now: DateTime<Utc>,
     ) -> Snapshot {
         let assessments: Vec<Assessment> = jobs
             .iter()
             .zip(&evidence)
-            .map(|(job, (_, seen))| assess(job, seen, now))
+            .enumerate()
+            .map(|(at, (job, (_, seen)))| {
+                assess_sampled(job, seen, samples.get(at).copied().unwrap_or_default(), now)
+            })
             .collect();
-        // The samples were for the rate and the ETA just judged: kept in every snapshot they
-        // would be every job's (up to 40 each, 6 MB at 10,000 jobs) once more.
-        for (_, seen) in &mut evidence {
-            seen.progress_samples = Vec::new();
-        }
         Snapshot {
             generated_at: now,
             evidence,
@@ -159,7 +170,7 @@ impl Snapshot {
         self.evidence
             .iter()
             .find(|(job, _)| job == id)
-            .map(|(_, e)| e)
+            .map(|(_, e)| &**e)
     }
 
     /// The assessment of job `id`.
@@ -254,8 +265,10 @@ pub struct Engine {
     prober: Prober,
     /// The latest outcome of each check, by (job id, check name).
     checks: HashMap<(String, String), CheckOutcome>,
-    /// The latest evidence of each job, in jobs-file order (empty until the first gather).
-    evidence: Vec<Evidence>,
+    /// The latest evidence of each job, in jobs-file order (empty until the first gather),
+    /// with the store's part and the checks' outcomes in it: shared with the snapshots, and
+    /// copied only for a job whose evidence changes while a snapshot still holds it.
+    evidence: Vec<Arc<Evidence>>,
     /// Checks handed out by [`Engine::take_due_checks`] whose results have not come back.
     checks_out: HashSet<(String, String)>,
     /// The state store, read for heartbeats, approvals and past starts; `None` when it cannot
@@ -280,7 +293,7 @@ pub struct Engine {
     config_refusal: Option<(String, String)>,
     /// Which jobs each declared path belongs to (by position in the jobs file): a file event
     /// names a path, and looking it up must not cost a walk over every job of a farm.
-    paths: HashMap<PathBuf, Vec<usize>>,
+    paths: PathIndex,
     /// When the progress files' line counts were last kept in `state_dir`.
     counts_kept_at: Option<DateTime<Utc>>,
     /// Why the line counts cannot be kept, when the last try failed: shown by a dashboard
@@ -415,11 +428,11 @@ impl Engine {
                 }
                 Some(_) => {
                     change.changed.push(job.id.clone());
-                    evidence.push(Evidence::default());
+                    evidence.push(Arc::default());
                 }
                 None => {
                     change.added.push(job.id.clone());
-                    evidence.push(Evidence::default());
+                    evidence.push(Arc::default());
                 }
             }
         }
@@ -540,10 +553,23 @@ impl Engine {
 
     /// Remembers check outcomes; the next snapshot shows them.
     pub fn record_checks(&mut self, results: impl IntoIterator<Item = CheckResultFor>) {
+        let mut jobs = HashSet::new();
         for result in results {
             let key = (result.job, result.check);
             self.checks_out.remove(&key);
+            jobs.insert(key.0.clone());
             self.checks.insert(key, result.outcome);
+        }
+        if self.evidence.len() != self.config.jobs.len() {
+            return;
+        }
+        for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
+            if jobs.contains(&job.id) {
+                let outcomes = outcomes_of(&self.checks, job);
+                if seen.checks != outcomes {
+                    Arc::make_mut(seen).checks = outcomes;
+                }
+            }
         }
     }
 
@@ -557,7 +583,7 @@ impl Engine {
     pub fn refresh(&mut self, only: Option<&HashSet<String>>, now: DateTime<Utc>) -> Snapshot {
         let first = self.evidence.len() != self.config.jobs.len();
         if first {
-            self.evidence = vec![Evidence::default(); self.config.jobs.len()];
+            self.evidence = vec![Arc::default(); self.config.jobs.len()];
         }
         let view = self.read_store(now);
         // One scan of /proc for every job found by its command line, shared by all of them.
@@ -576,10 +602,12 @@ impl Engine {
         crate::probe::safe_open::folders_remembered(|| {
             for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
                 if wanted(job) {
-                    *seen = self.prober.gather_in(job, &scan);
+                    let mut gathered = self.prober.gather_in(job, &scan);
+                    gathered.checks = outcomes_of(&self.checks, job);
+                    *seen = Arc::new(gathered);
                 }
                 // The store's part costs a few queries for every job together: always fresh.
-                view.record(job, now).apply(seen);
+                view.record(job, now).apply(seen, self.store_fault.as_ref());
             }
         });
         self.keep_counts(now);
@@ -620,7 +648,7 @@ impl Engine {
         }
         let view = self.read_store(now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            view.record(job, now).apply(seen);
+            view.record(job, now).apply(seen, self.store_fault.as_ref());
         }
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
@@ -1083,26 +1111,21 @@ impl Engine {
 
     /// Judges the last evidence again at `now`, reading nothing: what time alone changes.
     pub fn reassess(&self, now: DateTime<Utc>) -> Snapshot {
-        let evidence: Vec<(String, Evidence)> = self
+        // The engine's evidence already holds the checks' outcomes and whether the event log
+        // can be read (a predicate that needs it is undecidable while it cannot, never "no run
+        // recorded"): the snapshot shares it as it is.
+        let evidence: Vec<(String, Arc<Evidence>)> = self
             .config
             .jobs
             .iter()
             .zip(&self.evidence)
-            .map(|(job, seen)| {
-                let mut seen = seen.clone();
-                // What the event log says is not known while it cannot be read: a predicate
-                // that needs it is undecidable, never "no run recorded".
-                seen.history.unreadable = self.store_fault.clone();
-                if let Some(samples) = self.samples.get(&job.id) {
-                    seen.progress_samples.clone_from(samples);
-                }
-                seen.checks = job
-                    .checks
-                    .iter()
-                    .filter_map(|c| self.checks.get(&(job.id.clone(), c.name.clone())).cloned())
-                    .collect();
-                (job.id.clone(), seen)
-            })
+            .map(|(job, seen)| (job.id.clone(), seen.clone()))
+            .collect();
+        let samples: Vec<&[(DateTime<Utc>, u64)]> = self
+            .config
+            .jobs
+            .iter()
+            .map(|job| self.samples.get(&job.id).map_or(&[][..], Vec::as_slice))
             .collect();
         let rules = self
             .watcher
@@ -1111,7 +1134,7 @@ impl Engine {
             .chain(self.store_writes_failing.clone())
             .chain(self.config_refusal.as_ref().map(|(_, rule)| rule.clone()))
             .collect();
-        let mut snapshot = Snapshot::judge_by_id(&self.config.jobs, evidence, rules, now);
+        let mut snapshot = Snapshot::judge_by_id(&self.config.jobs, evidence, &samples, rules, now);
         snapshot.notices = self.store_notice.iter().cloned().collect();
         if self.say_counts_fault {
             snapshot.notices.extend(self.counts_fault.iter().cloned());
@@ -1129,24 +1152,15 @@ impl Engine {
     /// Every file whose change can change a verdict: locks, logs, progress files, SQLite
     /// databases with their journals, manifests. Watch their folders, not the files, so
     /// rotation and atomic replace are followed.
-    pub fn watched_paths(&self) -> Vec<PathBuf> {
-        let mut paths: Vec<PathBuf> = self.paths.keys().cloned().collect();
-        // Any fixed order does: byte order costs a memcmp, where a path's own order walks
-        // components (a farm's thousands of paths, sorted again on every reload).
-        paths.sort_unstable_by(|a, b| {
-            use std::os::unix::ffi::OsStrExt;
-            a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes())
-        });
-        paths
+    pub fn watched_paths(&self) -> Vec<&Path> {
+        self.paths.paths().collect()
     }
 
     /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.
     pub fn jobs_touching(&self, path: &Path) -> Vec<String> {
         self.paths
-            .get(path)
-            .into_iter()
-            .flatten()
-            .filter_map(|&at| self.config.jobs.get(at))
+            .owners(path)
+            .filter_map(|at| self.config.jobs.get(at))
             .map(|job| job.id.clone())
             .collect()
     }
@@ -1269,7 +1283,7 @@ impl Engine {
         let evidence: HashMap<&str, &Evidence> = snapshot
             .evidence
             .iter()
-            .map(|(id, seen)| (id.as_str(), seen))
+            .map(|(id, seen)| (id.as_str(), &**seen))
             .collect();
         for job in self.config.jobs.iter() {
             let Some(&row) = rows.get(job.id.as_str()) else {
@@ -1349,6 +1363,18 @@ impl Engine {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"))
     }
+}
+
+/// The latest outcome of each of `job`'s checks that has one, in the order the jobs file
+/// declares them.
+fn outcomes_of(
+    checks: &HashMap<(String, String), CheckOutcome>,
+    job: &JobSpec,
+) -> Vec<CheckOutcome> {
+    job.checks
+        .iter()
+        .filter_map(|c| checks.get(&(job.id.clone(), c.name.clone())).cloned())
+        .collect()
 }
 
 /// The evidence that calls for a restart, in words that two observers of the same situation
@@ -1541,18 +1567,59 @@ pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
     paths
 }
 
-/// Which jobs (by position) declare each path of [`job_paths`].
-fn path_index(jobs: &[JobSpec]) -> HashMap<PathBuf, Vec<usize>> {
-    let mut index: HashMap<PathBuf, Vec<usize>> = HashMap::new();
-    for (at, job) in jobs.iter().enumerate() {
-        for path in job_paths(job) {
-            let owners = index.entry(path).or_default();
-            if owners.last() != Some(&at) {
-                owners.push(at);
-            }
-        }
+/// Which jobs (by position in the jobs file) declare each path of [`job_paths`]: one sorted
+/// list of (path, job), searched by halves. A farm's paths are nearly all one job's each, and
+/// a map from each path to a list of its jobs held a table, a list and its slack for every
+/// one (7.7 MB at 10,000 jobs, against 3.8 MB).
+#[derive(Debug, Default)]
+struct PathIndex {
+    /// In byte order of the path, then by job; each (path, job) once.
+    owners: Vec<(PathBuf, u32)>,
+}
+
+impl PathIndex {
+    /// Byte order costs a memcmp, where a path's own order walks components.
+    fn key(path: &Path) -> &[u8] {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes()
     }
-    index
+
+    /// The jobs that declare `path`, in jobs-file order.
+    fn owners<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = usize> + 'a {
+        let key = Self::key(path);
+        let first = self.owners.partition_point(|(p, _)| Self::key(p) < key);
+        self.owners[first..]
+            .iter()
+            .take_while(move |(p, _)| Self::key(p) == key)
+            .map(|&(_, at)| at as usize)
+    }
+
+    /// Every path once, in byte order: any fixed order does, so which folders get the last
+    /// watches under the limit does not change from one call to the next.
+    fn paths(&self) -> impl Iterator<Item = &Path> {
+        let mut last: Option<&Path> = None;
+        self.owners.iter().filter_map(move |(path, _)| {
+            let new = last != Some(path.as_path());
+            last = Some(path);
+            new.then_some(path.as_path())
+        })
+    }
+}
+
+fn path_index(jobs: &[JobSpec]) -> PathIndex {
+    let mut owners: Vec<(PathBuf, u32)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(at, job)| {
+            let at = u32::try_from(at).unwrap_or(u32::MAX);
+            job_paths(job).into_iter().map(move |path| (path, at))
+        })
+        .collect();
+    owners
+        .sort_unstable_by(|(a, i), (b, j)| PathIndex::key(a).cmp(PathIndex::key(b)).then(i.cmp(j)));
+    owners.dedup();
+    owners.shrink_to_fit();
+    PathIndex { owners }
 }
 
 /// Checks run in the job's `restart.cwd`, else in the jobs file's folder.

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -36,7 +37,19 @@ pub(super) struct JobRecord {
 }
 
 impl JobRecord {
-    pub(super) fn apply(self, evidence: &mut Evidence) {
+    /// Puts the store's part into `evidence`, with why the event log cannot be read (`None`
+    /// when it can). A shared evidence is copied only when its part changed: an unchanged job
+    /// stays one copy for the engine and every snapshot that shows it.
+    pub(super) fn apply(mut self, evidence: &mut Arc<Evidence>, unreadable: Option<&String>) {
+        self.history.unreadable = unreadable.cloned();
+        if evidence.heartbeat.as_deref() == self.heartbeat.as_ref()
+            && evidence.pending_approvals == self.pending
+            && evidence.started_before == self.started_before
+            && evidence.history == self.history
+        {
+            return;
+        }
+        let evidence = Arc::make_mut(evidence);
         evidence.heartbeat = self.heartbeat.map(Box::new);
         evidence.pending_approvals = self.pending;
         evidence.started_before = self.started_before;

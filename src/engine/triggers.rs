@@ -88,7 +88,8 @@ type Identity = (u64, u64);
 /// The folder a path is followed through, and its identity at the time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Route {
-    folder: PathBuf,
+    /// Shared by every file of the folder: a farm's thousands of files sit in a few.
+    folder: Arc<Path>,
     identity: Identity,
 }
 
@@ -136,19 +137,19 @@ impl Triggers {
     /// Returns folders that could not be watched, with the error (e.g. the inotify watch
     /// limit), so the caller can show it. They are tried again on the next call. Folders are
     /// watched in path order.
-    pub fn watch_paths(&mut self, paths: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    pub fn watch_paths<P: AsRef<Path>>(&mut self, paths: &[P]) -> Vec<(PathBuf, String)> {
         let mut failures = Vec::new();
         let lost = std::mem::take(&mut lock(&self.folders).lost);
 
         let mut routes: HashMap<PathBuf, Route> = HashMap::with_capacity(paths.len());
         // In path order, so which folders get the last watches under the limit does not change
         // from one call to the next.
-        let mut wanted: BTreeMap<PathBuf, Identity> = BTreeMap::new();
+        let mut wanted: BTreeMap<Arc<Path>, Identity> = BTreeMap::new();
         // A farm's thousands of files sit in a few folders: each folder is looked at once per
         // call, not once per file (a reload points the watches again on every save).
         let mut looked = HashMap::new();
         for path in paths {
-            match route_for(path, &mut looked) {
+            match route_for(path.as_ref(), &mut looked) {
                 Ok((target, route)) => {
                     wanted.insert(route.folder.clone(), route.identity);
                     routes.insert(target, route);
@@ -161,7 +162,7 @@ impl Triggers {
             .watched
             .iter()
             .filter(|(folder, identity)| {
-                wanted.get(*folder) != Some(*identity) || lost.contains(*folder)
+                wanted.get(folder.as_path()) != Some(*identity) || lost.contains(*folder)
             })
             .map(|(folder, _)| folder.clone())
             .collect();
@@ -171,28 +172,28 @@ impl Triggers {
             self.watched.remove(&folder);
         }
         for (folder, identity) in &wanted {
-            if self.watched.contains_key(folder) {
+            if self.watched.contains_key(&**folder) {
                 continue;
             }
             match self.watcher.watch(folder, RecursiveMode::NonRecursive) {
                 Ok(()) => {
-                    self.watched.insert(folder.clone(), *identity);
+                    self.watched.insert(folder.to_path_buf(), *identity);
                 }
-                Err(error) => failures.push((folder.clone(), watch_error(folder, &error))),
+                Err(error) => failures.push((folder.to_path_buf(), watch_error(folder, &error))),
             }
         }
         lock(&self.folders).watched = self.watched.keys().cloned().collect();
 
         let mut unrouted = HashSet::new();
         for (target, route) in &routes {
-            if !self.watched.contains_key(&route.folder) {
+            if !self.watched.contains_key(&*route.folder) {
                 unrouted.insert(target.clone());
                 continue;
             }
             let rerouted = match self.routes.get(target) {
                 Some(old) => old != route,
                 None => self.unrouted.contains(target),
-            } || lost.contains(&route.folder);
+            } || lost.contains(&*route.folder);
             if !rerouted {
                 continue;
             }
@@ -332,7 +333,7 @@ type FolderLook = Result<Option<Identity>, String>;
 /// to be during one pass, so the many files of one folder cost one `stat`.
 fn route_for(
     path: &Path,
-    looked: &mut HashMap<PathBuf, FolderLook>,
+    looked: &mut HashMap<Arc<Path>, FolderLook>,
 ) -> Result<(PathBuf, Route), (PathBuf, String)> {
     let target = std::path::absolute(path).map_err(|error| {
         (
@@ -353,18 +354,19 @@ fn route_for(
         )
     })?;
     loop {
-        let look = match looked.get(folder) {
-            Some(look) => look.clone(),
+        let (shared, look) = match looked.get_key_value(folder) {
+            Some((shared, look)) => (shared.clone(), look.clone()),
             None => {
                 let look = look_at_folder(folder);
-                looked.insert(folder.to_path_buf(), look.clone());
-                look
+                let shared: Arc<Path> = Arc::from(folder);
+                looked.insert(shared.clone(), look.clone());
+                (shared, look)
             }
         };
         match look {
             Ok(Some(identity)) => {
                 let route = Route {
-                    folder: folder.to_path_buf(),
+                    folder: shared,
                     identity,
                 };
                 return Ok((target, route));
