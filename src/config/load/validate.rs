@@ -489,17 +489,17 @@ fn job(
     let progress_file = paths.resolve_opt(&raw.progress_file, "progress_file")?;
     let progress_table = raw
         .progress_table
-        .map(|table| progress_table(table, paths))
+        .map(|table| progress_table(*table, paths))
         .transpose()?;
     let manifest = paths.resolve_opt(&raw.manifest, "manifest")?;
     let resource_lock = paths.resolve_opt(&raw.resource_lock, "resource_lock")?;
     let process = raw
         .process
-        .map(|process| process_spec(process, src, &the_job))
+        .map(|process| process_spec(*process, src, &the_job))
         .transpose()?;
     let log_progress = raw
         .log_progress
-        .map(|given| log_progress(given, src, &the_job, log.is_some()))
+        .map(|given| log_progress(*given, src, &the_job, log.is_some()))
         .transpose()?;
 
     let (stall_sec, stall_never) = match &raw.stall_sec {
@@ -625,7 +625,7 @@ fn job(
 
     let restart = raw
         .restart
-        .map(|r| restart(r, paths, &the_job))
+        .map(|r| restart(*r, paths, &the_job))
         .transpose()?;
 
     let auto_restart = raw.auto_restart.as_ref().is_some_and(|a| a.value);
@@ -669,7 +669,7 @@ fn job(
     }
 
     let checks = checks(raw.checks.unwrap_or_default(), src, &the_job)?;
-    let timeouts = timeouts(raw.timeouts, src)?;
+    let timeouts = timeouts(raw.timeouts.map(|t| *t), src)?;
     let markers = markers(raw.markers.unwrap_or_default(), paths, &the_job)?;
 
     Ok(JobSpec {
