@@ -275,3 +275,52 @@ fn a_jobs_file_refused_since_it_was_cached_is_refused() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Every farm loaded from a temporary folder (a test's, a bench's) used to leave its cache
+/// for good: hundreds of megabytes after a day of work. A cache whose jobs file is gone is
+/// removed at the next write, at most the newest eight are kept, and a copy of the binary
+/// (another mihari) keeps a cache of its own instead of replacing this one's.
+#[test]
+fn caches_of_jobs_files_that_are_gone_are_removed_and_at_most_eight_are_kept() {
+    let farm = Farm::new();
+    // Twelve other jobs files, each loaded once: twelve caches.
+    let mut others = Vec::new();
+    for n in 0..12 {
+        let other = farm.path(&format!("other{n:02}.yaml"));
+        fs::copy(farm.path("jobs.yaml"), &other).unwrap();
+        let output = Command::new(BIN)
+            .arg("--config")
+            .arg(&other)
+            .args(["check", "--json"])
+            .env("XDG_CACHE_HOME", farm.path("cache"))
+            .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(output.status.code().is_some_and(|c| c < 3), "{output:?}");
+        others.push(other);
+    }
+    assert_eq!(farm.caches().len(), 8, "{:?}", farm.caches());
+    // Gone: the caches of the files removed go at the next write; the farm's own is written.
+    for other in &others {
+        fs::remove_file(other).unwrap();
+    }
+    let (report, _) = farm.check(true);
+    assert_eq!(expected_total_of(&report, "job0007"), 1007);
+    let cache = farm.only_cache();
+    // Another binary: a cache of its own, and this one's stays and is still used.
+    let copy = farm.path("mihari-copy");
+    fs::copy(BIN, &copy).unwrap();
+    let output = Command::new(&copy)
+        .arg("--config")
+        .arg(farm.path("jobs.yaml"))
+        .args(["check", "--json"])
+        .env("XDG_CACHE_HOME", farm.path("cache"))
+        .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.code().is_some_and(|c| c < 3), "{output:?}");
+    assert_eq!(farm.caches().len(), 2, "{:?}", farm.caches());
+    assert!(cache.exists(), "the other binary replaced this one's cache");
+}

@@ -164,12 +164,80 @@ pub fn store(key: &Key, config: &Config) {
     let renamed = written.is_ok()
         && nix::fcntl::renameat(&folder, temp.as_str(), &folder, name.as_str()).is_ok();
     if !renamed {
-        let _ = nix::unistd::unlinkat(
-            &folder,
-            temp.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
+        remove(&folder, &temp);
+        return;
     }
+    prune(&dir, &folder, &name);
+}
+
+/// The most cache files kept: a few jobs files, each for the mihari binaries in use.
+pub const KEPT: usize = 8;
+
+/// Removes the caches no load will ask for again, after `kept` was written: those of jobs
+/// files that are gone (a test's or a bench's temporary farm), all but the [`KEPT`] newest,
+/// and a temp file a writer that died left behind for an hour. Without this, every farm ever
+/// loaded from a temporary folder left its megabytes here for good.
+fn prune(dir: &Path, folder: &OwnedFd, kept: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let mut caches = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() || !private(&meta) || !name.starts_with("jobs-") || name == kept {
+            continue;
+        }
+        let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if name.ends_with(".tmp") {
+            let old = now
+                .duration_since(modified)
+                .is_ok_and(|age| age.as_secs() >= 3600);
+            if old {
+                remove(folder, name);
+            }
+            continue;
+        }
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let gone = written_key(folder, name).is_some_and(|key| {
+            std::fs::symlink_metadata(&key.path)
+                .is_err_and(|error| error.kind() == std::io::ErrorKind::NotFound)
+        });
+        if gone {
+            remove(folder, name);
+        } else {
+            caches.push((modified, name.to_string()));
+        }
+    }
+    // The one just written counts among the kept.
+    caches.sort_by(|a, b| b.cmp(a));
+    for (_, name) in caches.iter().skip(KEPT.saturating_sub(1)) {
+        remove(folder, name);
+    }
+}
+
+/// The key a cache file says it was written for (its first line).
+fn written_key(folder: &OwnedFd, name: &str) -> Option<Key> {
+    let fd = nix::fcntl::openat(
+        folder,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut first = String::new();
+    BufReader::new(File::from(fd).take(64 * 1024))
+        .read_line(&mut first)
+        .ok()?;
+    serde_json::from_str(&first).ok()
+}
+
+fn remove(folder: &OwnedFd, name: &str) {
+    let _ = nix::unistd::unlinkat(folder, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
 }
 
 /// `$XDG_CACHE_HOME/mihari` (when absolute), else `$HOME/.cache/mihari`.
@@ -203,9 +271,18 @@ fn private(meta: &Metadata) -> bool {
     meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 == 0
 }
 
-/// One cache file per jobs file path: `jobs-<first 16 hex of the path's sha256>.json`.
+/// One cache file per jobs file path and mihari binary: `jobs-<first 16 hex of their
+/// sha256>.json`. Two binaries that load the same file (a watcher not yet restarted after an
+/// upgrade, a bench linking mihari) would otherwise replace each other's cache at every load,
+/// and each would parse the file every time.
 fn file_name(key: &Key) -> String {
-    let digest = Sha256::digest(key.path.as_os_str().as_encoded_bytes());
+    let mut hasher = Sha256::new();
+    hasher.update(key.path.as_os_str().as_encoded_bytes());
+    let (dev, ino, size, secs, nanos) = key.binary;
+    for part in [dev, ino, size, secs as u64, nanos as u64] {
+        hasher.update(part.to_le_bytes());
+    }
+    let digest = hasher.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("jobs-{hex}.json")
 }
