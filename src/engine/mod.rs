@@ -598,11 +598,20 @@ impl Engine {
         } else {
             Default::default()
         };
+        let wanted: Vec<bool> = self.config.jobs.iter().map(wanted).collect();
+        let mut locks = read_locks(&self.config.jobs, &wanted).into_iter();
         // One pass: each folder of the jobs' files is opened and judged once, not per file.
         crate::probe::safe_open::folders_remembered(|| {
-            for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-                if wanted(job) {
-                    let mut gathered = self.prober.gather_in(job, &scan);
+            for ((job, seen), wanted) in self
+                .config
+                .jobs
+                .iter()
+                .zip(self.evidence.iter_mut())
+                .zip(&wanted)
+            {
+                let lock = locks.next().flatten();
+                if *wanted {
+                    let mut gathered = self.prober.gather_with_lock(job, &scan, lock);
                     gathered.checks = outcomes_of(&self.checks, job);
                     *seen = Arc::new(gathered);
                 }
@@ -1363,6 +1372,48 @@ impl Engine {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"))
     }
+}
+
+/// The fewest jobs to gather whose locks are read on several threads: below it, starting the
+/// threads costs about what they save.
+const LOCKS_ON_THREADS_FROM: usize = 256;
+
+/// The most threads that read locks.
+const LOCK_THREADS: usize = 4;
+
+/// The lock reading of each job `wanted` marks (`None` for the others, and for a job that
+/// declares no lock), in jobs-file order. Reading a lock and judging its holder in `/proc` is
+/// a third of a farm's pass and needs nothing but the path, so a large pass spreads it over
+/// the machine's cores; each thread judges each folder once, as a pass does.
+fn read_locks(jobs: &[JobSpec], wanted: &[bool]) -> Vec<Option<Reading<crate::core::LockHolder>>> {
+    let alone = |jobs: &[JobSpec], wanted: &[bool]| {
+        crate::probe::safe_open::folders_remembered(|| {
+            jobs.iter()
+                .zip(wanted)
+                .map(|(job, wanted)| wanted.then(|| crate::probe::read_job_lock(job)).flatten())
+                .collect::<Vec<_>>()
+        })
+    };
+    let threads = thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(LOCK_THREADS);
+    let count = wanted.iter().filter(|wanted| **wanted).count();
+    if threads < 2 || count < LOCKS_ON_THREADS_FROM {
+        return alone(jobs, wanted);
+    }
+    let chunk = jobs.len().div_ceil(threads);
+    thread::scope(|scope| {
+        let parts: Vec<_> = jobs
+            .chunks(chunk)
+            .zip(wanted.chunks(chunk))
+            .map(|(jobs, wanted)| (jobs, wanted, scope.spawn(move || alone(jobs, wanted))))
+            .collect();
+        parts
+            .into_iter()
+            // A thread that could not finish: its part is read again here.
+            .flat_map(|(jobs, wanted, part)| part.join().unwrap_or_else(|_| alone(jobs, wanted)))
+            .collect()
+    })
 }
 
 /// The latest outcome of each of `job`'s checks that has one, in the order the jobs file

@@ -22,7 +22,7 @@ pub mod tail;
 pub mod zone;
 
 use crate::config::JobSpec;
-use crate::core::{Evidence, Reading};
+use crate::core::{Evidence, LockHolder, Reading};
 
 pub use count::LineCounter;
 
@@ -79,7 +79,18 @@ impl Prober {
 
     /// [`Prober::gather`] with the pass's process scan.
     pub fn gather_in(&mut self, job: &JobSpec, scan: &procscan::ProcessScan) -> Evidence {
-        let lock = job.lock.as_deref().map(lock::read_lock);
+        self.gather_with_lock(job, scan, read_job_lock(job))
+    }
+
+    /// [`Prober::gather_in`] with the job's lock already read ([`read_job_lock`]): a pass over
+    /// a farm reads the locks on every core first, for reading a lock and judging its holder
+    /// needs nothing this prober keeps.
+    pub fn gather_with_lock(
+        &mut self,
+        job: &JobSpec,
+        scan: &procscan::ProcessScan,
+        lock: Option<Reading<LockHolder>>,
+    ) -> Evidence {
         let resource_lock = match (&job.resource_lock, &job.lock) {
             (Some(resource), Some(own)) if resource == own => None,
             (Some(resource), _) => {
@@ -127,6 +138,12 @@ impl Prober {
                 .collect(),
         }
     }
+}
+
+/// The reading of `job`'s lock, when it declares one: a function of the path and `/proc`
+/// alone, so it can be read on any thread.
+pub fn read_job_lock(job: &JobSpec) -> Option<Reading<LockHolder>> {
+    job.lock.as_deref().map(lock::read_lock)
 }
 
 /// Formats an I/O error for a fault, naming what was being read.
