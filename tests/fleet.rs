@@ -1049,3 +1049,96 @@ fn a_socket_folder_open_to_others_or_a_link_is_refused_and_the_fleet_still_answe
         "nothing made through the link"
     );
 }
+
+/// A remote job with two stale markers (each names a PID that is gone): `M` on the fleet
+/// screen asks which, the operator picks the second, and the host's own mihari releases that
+/// one alone — the first stays — recording the operator and this machine in its event log.
+#[test]
+fn the_fleet_screen_asks_which_of_two_stale_markers_and_releases_the_one_picked() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("one $HOME");
+    fs::create_dir_all(&dir).expect("host dir");
+    fs::write(dir.join("work.log"), "step 1\n").expect("log");
+    let (first, second) = (dir.join("first.marker"), dir.join("second.marker"));
+    for marker in [&first, &second] {
+        fs::write(marker, "999999\n").expect("a marker naming a dead pid");
+    }
+    let config = dir.join("jobs.yaml");
+    fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {d}/state\njobs:\n  - id: work\n    log: {d}/work.log\n\
+             \x20   should_run_when: [not_succeeded]\n    markers:\n\
+             \x20     - {{path: {d}/first.marker, stale_after_sec: 3600}}\n\
+             \x20     - {{path: {d}/second.marker, stale_after_sec: 3600}}\n",
+            d = dir.display()
+        ),
+    )
+    .expect("jobs");
+    // The host lists both stale markers in its check --json, for the fleet to offer.
+    let check = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"])
+        .output()
+        .expect("check");
+    let report: Value = serde_json::from_slice(&check.stdout).expect("JSON");
+    let listed: Vec<&str> = report["jobs"][0]["stale_markers"]
+        .as_array()
+        .expect("stale_markers")
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(listed, ["first.marker", "second.marker"], "{report}");
+    assert_eq!(
+        report["jobs"][0]["stale_markers"][1]["holder"]["pid"],
+        999999
+    );
+
+    let binary = mihari_binary().display().to_string();
+    let fleet = fleet(
+        root.path(),
+        &[host("one", &sshd.ssh(), &config, &binary, 20)],
+    );
+    let tmux = fleet_screen("fleet-markers", &fleet);
+    tmux.wait_for(&["STALE 1"], Duration::from_secs(30));
+    tmux.keys(&["M"]);
+    tmux.wait_for(
+        &[
+            "release: which marker of 'work' on 'one'?",
+            "2 markers are stale",
+            "second.marker",
+        ],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["2"]);
+    tmux.wait_for(&["release marker 'work'?"], Duration::from_secs(10));
+    tmux.keys(&["Tab", "Enter"]);
+    let screen = tmux.wait_for(&["one: release marker 'work'"], Duration::from_secs(60));
+    assert!(
+        screen.contains("one: release marker 'work': done"),
+        "{screen}"
+    );
+    assert!(!second.exists(), "the marker picked is released");
+    assert!(first.exists(), "the other stays");
+    let events = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["events", "--json", "--job", "work"])
+        .output()
+        .expect("events");
+    let events = String::from_utf8_lossy(&events.stdout);
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let here = fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let from = format!("from the fleet: operator '{user}' on '{}'", here.trim());
+    assert!(
+        events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|e| e["actor"] == "operator"
+                && e["reason"].as_str().is_some_and(|r| r.contains(&from))),
+        "the host's log names the operator and this machine: {events}"
+    );
+    tmux.keys(&["q"]);
+}
