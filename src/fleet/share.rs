@@ -6,8 +6,8 @@
 //! This owns four things and nothing else. Whether a host's argv is left to mihari: its
 //! program is `ssh`, it sets none of ControlMaster, ControlPath, ControlPersist, `-S` or `-M`
 //! (the operator's own choice wins, and mihari adds nothing), and the fleet file does not say
-//! `share_ssh: false`. The private folder the sockets live in (`$XDG_RUNTIME_DIR/mihari/ssh`,
-//! else `/tmp/mihari-UID/ssh`: made 0700, refused when it is a link, someone else's, or open to
+//! `share_ssh: false`. The private folder the sockets live in (`$XDG_RUNTIME_DIR/mihari/ssh`
+//! when that folder is this user's, else `/tmp/mihari-UID/ssh`: made 0700, refused when it is a link, someone else's, or open to
 //! group or others). The order of the connections to one destination: ssh lets only the first
 //! of twenty simultaneous connections become the master and the others do a handshake each,
 //! so the first goes and the others wait until its master answers (at most the host's
@@ -139,9 +139,11 @@ fn private_dir() -> &'static Result<PathBuf, String> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DIR.get_or_init(|| {
         let uid = nix::unistd::geteuid().as_raw();
+        // Another user's (a `sudo` that kept the variable) is not this user's to write in.
         let runtime = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
-            .filter(|p| p.is_absolute());
+            .filter(|p| p.is_absolute())
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.uid() == uid));
         let (top, named) = match runtime {
             Some(runtime) => (runtime.join("mihari"), "$XDG_RUNTIME_DIR/mihari"),
             None => (PathBuf::from(format!("/tmp/mihari-{uid}")), "its folder"),
