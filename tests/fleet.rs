@@ -53,6 +53,8 @@ impl Sshd {
         // sshd's privilege separation folder, which a machine without a running sshd lacks.
         let _ = fs::create_dir_all("/run/sshd");
         let port = free_port();
+        // LogLevel INFO: every login is an "Accepted publickey" line in sshd.log, which is how
+        // the tests count ssh handshakes.
         fs::write(
             root.join("sshd_config"),
             format!(
@@ -61,23 +63,21 @@ impl Sshd {
                  StrictModes no\nUsePAM no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
                  AcceptEnv MIHARI_FOLLOW_HEARTBEAT_MS\nMaxStartups 100\nMaxSessions 100\n\
-                 LogLevel ERROR\n",
+                 LogLevel INFO\n",
                 r = root.display()
             ),
         )
         .expect("sshd_config");
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(root.join("sshd_config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sshd runs (apt-get install -y openssh-server)");
+        let child = spawn_sshd(root);
         let sshd = Sshd { dir, port, child };
+        sshd.wait_answering();
+        sshd
+    }
+
+    fn wait_answering(&self) {
         let start = Instant::now();
         loop {
-            let argv = sshd.ssh();
+            let argv = self.ssh();
             let probe = Command::new(&argv[0])
                 .args(&argv[1..])
                 .arg("true")
@@ -89,12 +89,43 @@ impl Sshd {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "sshd on 127.0.0.1:{port} never answered: {}",
+                "sshd on 127.0.0.1:{} never answered: {}",
+                self.port,
                 String::from_utf8_lossy(&probe.stderr)
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        sshd
+    }
+
+    /// How many logins (ssh handshakes) this sshd has accepted so far.
+    fn logins(&self) -> usize {
+        fs::read_to_string(self.dir.path().join("sshd.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("Accepted publickey"))
+            .count()
+    }
+
+    /// Kills this sshd and every connection it serves (each a process of its own under it),
+    /// as a crash or a reboot of the host would: every ssh connection to it breaks.
+    fn kill_with_connections(&mut self) {
+        let listener = self.child.id() as i32;
+        let mut all = vec![listener];
+        let mut at = 0;
+        while at < all.len() {
+            all.extend(children_of(all[at]));
+            at += 1;
+        }
+        for pid in all {
+            signal(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+
+    /// Starts this sshd again on its port, with its keys, after [`Sshd::kill_with_connections`].
+    fn restart(&mut self) {
+        self.child = spawn_sshd(self.dir.path());
+        self.wait_answering();
     }
 
     /// The ssh argv that reaches this sshd, as a fleet file writes it.
@@ -136,10 +167,24 @@ fn ssh_to(port: u16, key: &Path) -> Vec<String> {
     .collect()
 }
 
+fn spawn_sshd(root: &Path) -> Child {
+    Command::new("/usr/sbin/sshd")
+        .args(["-D", "-E"])
+        .arg(root.join("sshd.log"))
+        .arg("-f")
+        .arg(root.join("sshd_config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sshd runs (apt-get install -y openssh-server)")
+}
+
+/// Killing the sshd with its connections also ends the ssh connection masters the tests'
+/// fleets made to it (they see their connection close), so no test leaves one running.
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill_with_connections();
     }
 }
 
@@ -207,6 +252,15 @@ fn host(name: &str, ssh: &[String], config: &Path, mihari: &str, timeout: u64) -
     )
 }
 
+/// The `XDG_RUNTIME_DIR` the test's mihari runs with, beside its fleet file (0700, as
+/// systemd makes it): its ssh connection sockets are the test's own.
+fn runtime_dir(fleet: &Path) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = fleet.with_file_name("run");
+    let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
+    dir
+}
+
 fn fleet_check(fleet: &Path, json: bool) -> Output {
     let mut command = Command::cargo_bin("mihari").expect("binary");
     command
@@ -214,6 +268,7 @@ fn fleet_check(fleet: &Path, json: bool) -> Output {
         .arg("--fleet")
         .arg(fleet)
         .arg("check")
+        .env("XDG_RUNTIME_DIR", runtime_dir(fleet))
         .env_remove("MIHARI_FLEET");
     if json {
         command.arg("--json");
@@ -530,7 +585,8 @@ fn fleet_screen(name: &str, fleet: &Path) -> Tmux {
         160,
         40,
         &format!(
-            "TZ=UTC {} fleet --fleet '{}'; sleep 60",
+            "TZ=UTC XDG_RUNTIME_DIR='{}' {} fleet --fleet '{}'; sleep 60",
+            runtime_dir(fleet).display(),
             mihari_binary().display(),
             fleet.display()
         ),
@@ -761,5 +817,328 @@ fn a_host_whose_stream_dies_or_goes_silent_is_red_and_comes_back() {
     tmux.wait_for(&["RED 0"], Duration::from_secs(30));
     let screen = tmux.capture();
     assert!(screen.lines().any(|l| is_row(l, "two", "work")), "{screen}");
+    tmux.keys(&["q"]);
+}
+
+/// The ssh processes of the test's fleet: the connection masters (`ssh: SOCKET [mux]`, as a
+/// master names itself) and any ssh still running through a socket under `runtime`.
+fn ssh_under(runtime: &Path) -> Vec<i32> {
+    pids_mentioning(&runtime.display().to_string())
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+            let first = String::from_utf8_lossy(first);
+            first == "ssh" || first.ends_with("/ssh") || first.starts_with("ssh: ")
+        })
+        .collect()
+}
+
+/// The masters alone: what is left of a connection once no ask runs through it.
+fn masters_under(runtime: &Path) -> Vec<i32> {
+    ssh_under(runtime)
+        .into_iter()
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.contains("[mux]"))
+        })
+        .collect()
+}
+
+/// Ansible's way: twenty hosts behind one sshd (one destination, one argv) make one ssh
+/// handshake between them, not twenty at once, and the screen closes that connection when
+/// it quits.
+#[test]
+fn twenty_hosts_over_one_sshd_share_one_ssh_connection_closed_when_the_screen_quits() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let binary = mihari_binary().display().to_string();
+    let stanzas: Vec<String> = (0..20)
+        .map(|i| {
+            let name = format!("h{i:02}");
+            let config = host_dir(root.path(), &name, true);
+            host(&name, &sshd.ssh(), &config, &binary, 20)
+        })
+        .collect();
+    let fleet = fleet(root.path(), &stanzas);
+    let runtime = runtime_dir(&fleet);
+    let before = sshd.logins();
+    let tmux = fleet_screen("fleet-shared", &fleet);
+    tmux.wait_for(&["RESTART 20", "RED 0"], Duration::from_secs(60));
+    assert_eq!(
+        sshd.logins() - before,
+        1,
+        "twenty streams over one sshd: one handshake"
+    );
+    // A log tail asked of one host goes over the same connection.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&["log (from the host)", "step 1"], Duration::from_secs(20));
+    assert_eq!(sshd.logins() - before, 1, "the log tail too");
+    assert_eq!(masters_under(&runtime).len(), 1, "one master");
+    tmux.keys(&["q"]);
+    wait_until(
+        "the screen's ssh connection is closed once it quits",
+        Duration::from_secs(15),
+        || ssh_under(&runtime).is_empty(),
+    );
+}
+
+/// `fleet check` shares too; an argv that says `-o ControlMaster=no` is obeyed, and the fleet
+/// file turns sharing off for the file or for one host.
+#[test]
+fn fleet_check_shares_one_connection_unless_the_argv_or_the_fleet_file_says_no() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let binary = mihari_binary().display().to_string();
+    let configs: Vec<PathBuf> = (0..3)
+        .map(|i| host_dir(root.path(), &format!("c{i}"), true))
+        .collect();
+    let stanzas = |ssh: &[String], off: &[usize]| -> Vec<String> {
+        configs
+            .iter()
+            .enumerate()
+            .map(|(i, config)| {
+                let mut stanza = host(&format!("c{i}"), ssh, config, &binary, 20);
+                if off.contains(&i) {
+                    stanza.push_str("    share_ssh: false\n");
+                }
+                stanza
+            })
+            .collect()
+    };
+    let logins_for = |text: String| -> usize {
+        let path = root.path().join("fleet.yaml");
+        fs::write(&path, text).expect("fleet file");
+        let before = sshd.logins();
+        let output = fleet_check(&path, true);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let merged: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(merged["jobs"].as_array().map(Vec::len), Some(3), "{merged}");
+        sshd.logins() - before
+    };
+    let mut no = sshd.ssh();
+    no.insert(1, "-o".into());
+    no.insert(2, "ControlMaster=no".into());
+    assert_eq!(
+        logins_for(format!("hosts:\n{}", stanzas(&no, &[]).concat())),
+        3,
+        "the argv's own ControlMaster=no: a connection each"
+    );
+    assert_eq!(
+        logins_for(format!(
+            "share_ssh: false\nhosts:\n{}",
+            stanzas(&sshd.ssh(), &[]).concat()
+        )),
+        3,
+        "share_ssh: false for the file"
+    );
+    assert_eq!(
+        logins_for(format!("hosts:\n{}", stanzas(&sshd.ssh(), &[]).concat())),
+        1,
+        "three hosts over one sshd, shared: one handshake"
+    );
+    // The connection the last check made is kept a minute (ControlPersist), so the next
+    // check pays no handshake for its shared hosts: only the host that says no pays one.
+    assert_eq!(
+        masters_under(&runtime_dir(&root.path().join("fleet.yaml"))).len(),
+        1
+    );
+    assert_eq!(
+        logins_for(format!("hosts:\n{}", stanzas(&sshd.ssh(), &[1]).concat())),
+        1,
+        "share_ssh: false for one host; the others over the kept connection"
+    );
+}
+
+/// A shared connection that breaks — its master killed outright (its socket left behind),
+/// then the sshd itself killed with its connections and started again — makes the hosts RED
+/// as a connection of their own would, and the next asks make one new shared connection.
+#[test]
+fn a_broken_shared_connection_makes_its_hosts_red_and_the_next_is_a_new_one() {
+    let mut sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let binary = mihari_binary().display().to_string();
+    let one = host_dir(root.path(), "one", true);
+    let two = host_dir(root.path(), "two", true);
+    let fleet = fleet(
+        root.path(),
+        &[
+            host("one", &sshd.ssh(), &one, &binary, 20),
+            host("two", &sshd.ssh(), &two, &binary, 20),
+        ],
+    );
+    let runtime = runtime_dir(&fleet);
+    let before = sshd.logins();
+    let tmux = fleet_screen("fleet-broken", &fleet);
+    tmux.wait_for(&["RESTART 2", "RED 0"], Duration::from_secs(30));
+    assert_eq!(sshd.logins() - before, 1);
+
+    // The master killed: its streams end, both hosts RED; its socket is stale, which the
+    // next ssh finds refused and replaces with a master of its own.
+    let masters = masters_under(&runtime);
+    assert_eq!(masters.len(), 1, "one master");
+    signal(masters[0], nix::sys::signal::Signal::SIGKILL);
+    tmux.wait_for(&["RED 2", "stream ended"], Duration::from_secs(20));
+    tmux.wait_for(&["RESTART 2", "RED 0"], Duration::from_secs(30));
+    assert_eq!(sshd.logins() - before, 2, "one new connection for both");
+
+    // The sshd gone with every connection, then back on its port.
+    sshd.kill_with_connections();
+    tmux.wait_for(&["RED 2", "stream ended"], Duration::from_secs(20));
+    let logins = sshd.logins();
+    sshd.restart();
+    tmux.wait_for(&["RESTART 2", "RED 0"], Duration::from_secs(60));
+    // The restart's own probe is one login; the hosts' streams one more between them.
+    assert_eq!(sshd.logins() - logins, 2, "one new connection for both");
+    assert_eq!(masters_under(&runtime).len(), 1, "one master");
+    tmux.keys(&["q"]);
+    wait_until(
+        "the screen's ssh connection is closed once it quits",
+        Duration::from_secs(15),
+        || ssh_under(&runtime).is_empty(),
+    );
+}
+
+/// The sockets' folder is refused when it is open to others or a link (a socket there lets
+/// whoever reaches it run commands on the hosts as the operator): mihari says so, and every
+/// ask makes its own connection — the fleet is asked all the same.
+#[test]
+fn a_socket_folder_open_to_others_or_a_link_is_refused_and_the_fleet_still_answers() {
+    use std::os::unix::fs::PermissionsExt;
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let binary = mihari_binary().display().to_string();
+    let stanzas: Vec<String> = (0..2)
+        .map(|i| {
+            let config = host_dir(root.path(), &format!("f{i}"), true);
+            host(&format!("f{i}"), &sshd.ssh(), &config, &binary, 20)
+        })
+        .collect();
+    let fleet = fleet(root.path(), &stanzas);
+    let folder = runtime_dir(&fleet).join("mihari");
+    fs::create_dir(&folder).expect("mkdir");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    for (case, words) in [("open", "open to group or others"), ("link", "is a link")] {
+        if case == "link" {
+            fs::remove_dir(&folder).expect("rmdir");
+            std::os::unix::fs::symlink(elsewhere.path(), &folder).expect("symlink");
+        }
+        let before = sshd.logins();
+        let output = fleet_check(&fleet, true);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{case}: {stderr}");
+        assert!(
+            stderr.contains("mihari: note: ssh connections are not shared")
+                && stderr.contains(words),
+            "{case}: {stderr}"
+        );
+        let merged: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(merged["jobs"].as_array().map(Vec::len), Some(2), "{merged}");
+        assert_eq!(sshd.logins() - before, 2, "{case}: a connection each");
+    }
+    assert!(
+        fs::read_dir(elsewhere.path())
+            .expect("read")
+            .next()
+            .is_none(),
+        "nothing made through the link"
+    );
+}
+
+/// A remote job with two stale markers (each names a PID that is gone): `M` on the fleet
+/// screen asks which, the operator picks the second, and the host's own mihari releases that
+/// one alone — the first stays — recording the operator and this machine in its event log.
+#[test]
+fn the_fleet_screen_asks_which_of_two_stale_markers_and_releases_the_one_picked() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("one $HOME");
+    fs::create_dir_all(&dir).expect("host dir");
+    fs::write(dir.join("work.log"), "step 1\n").expect("log");
+    let (first, second) = (dir.join("first.marker"), dir.join("second.marker"));
+    for marker in [&first, &second] {
+        fs::write(marker, "999999\n").expect("a marker naming a dead pid");
+    }
+    let config = dir.join("jobs.yaml");
+    fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {d}/state\njobs:\n  - id: work\n    log: {d}/work.log\n\
+             \x20   should_run_when: [not_succeeded]\n    markers:\n\
+             \x20     - {{path: {d}/first.marker, stale_after_sec: 3600}}\n\
+             \x20     - {{path: {d}/second.marker, stale_after_sec: 3600}}\n",
+            d = dir.display()
+        ),
+    )
+    .expect("jobs");
+    // The host lists both stale markers in its check --json, for the fleet to offer.
+    let check = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"])
+        .output()
+        .expect("check");
+    let report: Value = serde_json::from_slice(&check.stdout).expect("JSON");
+    let listed: Vec<&str> = report["jobs"][0]["stale_markers"]
+        .as_array()
+        .expect("stale_markers")
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(listed, ["first.marker", "second.marker"], "{report}");
+    assert_eq!(
+        report["jobs"][0]["stale_markers"][1]["holder"]["pid"],
+        999999
+    );
+
+    let binary = mihari_binary().display().to_string();
+    let fleet = fleet(
+        root.path(),
+        &[host("one", &sshd.ssh(), &config, &binary, 20)],
+    );
+    let tmux = fleet_screen("fleet-markers", &fleet);
+    tmux.wait_for(&["STALE 1"], Duration::from_secs(30));
+    tmux.keys(&["M"]);
+    tmux.wait_for(
+        &[
+            "release: which marker of 'work' on 'one'?",
+            "2 markers are stale",
+            "second.marker",
+        ],
+        Duration::from_secs(10),
+    );
+    tmux.keys(&["2"]);
+    tmux.wait_for(&["release marker 'work'?"], Duration::from_secs(10));
+    tmux.keys(&["Tab", "Enter"]);
+    let screen = tmux.wait_for(&["one: release marker 'work'"], Duration::from_secs(60));
+    assert!(
+        screen.contains("one: release marker 'work': done"),
+        "{screen}"
+    );
+    assert!(!second.exists(), "the marker picked is released");
+    assert!(first.exists(), "the other stays");
+    let events = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["events", "--json", "--job", "work"])
+        .output()
+        .expect("events");
+    let events = String::from_utf8_lossy(&events.stdout);
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let here = fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let from = format!("from the fleet: operator '{user}' on '{}'", here.trim());
+    assert!(
+        events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|e| e["actor"] == "operator"
+                && e["reason"].as_str().is_some_and(|r| r.contains(&from))),
+        "the host's log names the operator and this machine: {events}"
+    );
     tmux.keys(&["q"]);
 }

@@ -5,9 +5,10 @@
 //!   killed, timed until the fleet screen's row for it leaves RUNNING (20 samples, p99 at
 //!   most 500 ms), beside the same death on the local dashboard of that host's jobs file;
 //! - 20 hosts (20 jobs files over one sshd): the fleet screen's first merged frame, from its
-//!   start until the header counts every host's job (median of 3, at most 2 s), cold and over
-//!   a ControlMaster, as the bench's own user and as a fleet account whose login shell is
-//!   /bin/sh, beside twenty `ssh HOST true` at once and `mihari fleet check --json` on the
+//!   start until the header counts every host's job (median of 3, at most 2 s): mihari
+//!   sharing one connection per destination, `-o ControlMaster=no` (a connection per ask), and
+//!   over the operator's own ControlMaster already up, as the bench's own user and as a fleet
+//!   account whose login shell is /bin/sh, beside twenty `ssh HOST true` at once and `mihari fleet check --json` on the
 //!   same hosts as the floors.
 
 use std::fs;
@@ -335,10 +336,25 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
         Ok(user) => accounts.push((FLEET_USER.to_string(), Some(user))),
         Err(why) => println!("  (no '{FLEET_USER}' account: {why}; its rows are skipped)"),
     }
+    // mihari's sockets for the shared connections in a folder of the bench's own, so that
+    // the masters `fleet check` leaves (ControlPersist) are found and closed between samples.
+    let runtime = knobs.tempdir()?;
+    let runtime_var = format!("XDG_RUNTIME_DIR={}", runtime.path().display());
+    let close_masters = || {
+        for pid in masters_under(runtime.path()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     for (user, owner) in accounts {
         let many = knobs.tempdir()?;
         let (configs, remote_exe) = many_hosts(many.path(), exe, owner.as_ref())?;
         let cold = sshd.ssh_as(&user);
+        let mut unshared = cold.clone();
+        unshared.splice(1..1, ["-o".to_string(), "ControlMaster=no".to_string()]);
         let multiplexed = multiplexed(&sshd, &cold);
         let warm = quiet(&multiplexed, &["true"])?;
         if !warm.success() {
@@ -351,16 +367,31 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
             None => format!("'{user}', whose ~/.bashrc runs at every session"),
         };
         for (how, ssh) in [
-            ("cold ssh", cold.clone()),
-            ("ssh ControlMaster", multiplexed.clone()),
+            (
+                "each host its own ssh argv, mihari sharing connections",
+                cold.clone(),
+            ),
+            (
+                "`-o ControlMaster=no` (a connection per ask)",
+                unshared.clone(),
+            ),
+            (
+                "the operator's own ControlMaster already up",
+                multiplexed.clone(),
+            ),
         ] {
             let fleet = fleet_file(many.path(), &ssh, &remote_exe, &configs);
             let fleet_text = fleet.display().to_string();
+            let exe_text = exe.display().to_string();
             let wanted = format!("RESTART {HOSTS}");
             let mut frames = Vec::new();
             for _ in 0..3 {
+                close_masters();
                 let started = Instant::now();
-                let mut screen = Dashboard::spawn_args(exe, &["fleet", "--fleet", &fleet_text])?;
+                let mut screen = Dashboard::spawn_args(
+                    Path::new("/usr/bin/env"),
+                    &[&runtime_var, &exe_text, "fleet", "--fleet", &fleet_text],
+                )?;
                 let seen =
                     screen.wait_until(Duration::from_secs(30), |s| screen_contains(s, &wanted))?;
                 match seen {
@@ -369,8 +400,9 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
                 }
                 let _ = screen.quit();
             }
-            // The floors: twenty `ssh HOST true` at once (ssh and the account's shell alone),
-            // and the same twenty asks `fleet check` makes.
+            // The floors: twenty `ssh HOST true` at once, each its own connection (ssh and
+            // the account's shell alone), and the same twenty asks `fleet check` makes (cold:
+            // the connection a check keeps a minute is closed first).
             let mut bare = Vec::new();
             let mut floors = Vec::new();
             for _ in 0..3 {
@@ -382,13 +414,16 @@ pub fn measure_fleet(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
                     let _ = child.wait();
                 }
                 bare.push(started.elapsed());
+                close_masters();
                 let started = Instant::now();
                 let _ = Command::new(exe)
                     .args(["fleet", "--fleet", &fleet_text, "check", "--json"])
+                    .env("XDG_RUNTIME_DIR", runtime.path())
                     .output()
                     .map_err(|e| e.to_string())?;
                 floors.push(started.elapsed());
             }
+            close_masters();
             let frame = median(&mut frames);
             let floor = median(&mut floors);
             let bare = median(&mut bare);
@@ -530,6 +565,25 @@ fn multiplexed(sshd: &Sshd, ssh: &[String]) -> Vec<String> {
         multiplexed.insert(at, "-o".to_string());
     }
     multiplexed
+}
+
+/// The ssh connection masters mihari made with its sockets under `runtime` (a master names
+/// itself `ssh: SOCKET [mux]`).
+fn masters_under(runtime: &Path) -> Vec<i32> {
+    let needle = runtime.display().to_string();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.starts_with("ssh: ") && c.contains(&needle) && c.contains("[mux]")
+            })
+        })
+        .collect()
 }
 
 fn spawn_quiet(argv: &[String], args: &[&str]) -> Result<Child, String> {

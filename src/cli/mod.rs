@@ -346,6 +346,9 @@ fn fleet_check(path: Option<&std::path::Path>, json: bool, out: &mut impl Write)
             return ExitCode::from(check::EXIT_UNKNOWN);
         }
     };
+    if let Some(note) = crate::fleet::share::refusal(&fleet.hosts) {
+        let _ = writeln!(std::io::stderr(), "mihari: note: {note}");
+    }
     let hosts = crate::fleet::check::ask_all(&fleet);
     let merged = crate::fleet::check::merge(&hosts);
     let written = if json {

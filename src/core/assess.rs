@@ -163,6 +163,10 @@ pub struct Assessment {
     pub eta_sec: Option<f64>,
     /// The manifest's current phase.
     pub phase: Option<String>,
+    /// Its stale markers (those `release-marker` may remove), in its `markers:` order, as
+    /// judged: each path, age, holder and the judgment in words. `check --json` lists them so
+    /// that the fleet screen can offer the one to release.
+    pub stale_markers: Vec<super::marker::JudgedMarker>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -302,10 +306,11 @@ pub fn assess_sampled(
     // With several stale, the bare `release-marker JOB` is refused ("name the one to
     // release"): each then suggests the command naming its own path.
     let judged_markers = super::marker::judge_markers(job, evidence, now);
-    let stale_markers = judged_markers
+    let stale_markers: Vec<super::marker::JudgedMarker> = judged_markers
         .iter()
         .filter(|marker| marker.state == super::marker::MarkerState::Stale)
-        .count();
+        .cloned()
+        .collect();
     let markers_to_look_at: Vec<String> = judged_markers
         .into_iter()
         .filter(|marker| marker.state.needs_a_look())
@@ -313,7 +318,7 @@ pub fn assess_sampled(
             super::marker::MarkerState::Stale => format!(
                 "{}: stale; look, then release it ({})",
                 marker.words,
-                super::marker::release_command(&job.id, &marker.path, stale_markers > 1)
+                super::marker::release_command(&job.id, &marker.path, stale_markers.len() > 1)
             ),
             _ => marker.words,
         })
@@ -373,6 +378,7 @@ pub fn assess_sampled(
         pending_approvals: evidence.pending_approvals.clone(),
         last_exit,
         paused,
+        stale_markers,
     }
 }
 

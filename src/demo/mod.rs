@@ -127,7 +127,8 @@ fn fleet_yaml(exe: &Path, jobs_file: &Path) -> String {
     format!(
         "# mihari fleet --fleet {fleet}/fleet.yaml        (the fleet screen)\n\
          # mihari fleet --fleet {fleet}/fleet.yaml check  (one merged check)\n\
-         # 'localhost' needs `ssh localhost` to log in without a password (a key).\n\
+         # 'localhost' needs `ssh localhost` to log in without a password (a key). Its asks\n\
+         # share one ssh connection (ControlMaster); share_ssh: false gives each its own.\n\
          hosts:\n  - name: here\n    config: {jobs}\n    mihari: {exe}\n\
          \x20 - name: localhost\n    ssh: [ssh, -o, BatchMode=yes, -o, ConnectTimeout=5, localhost]\n\
          \x20   config: {jobs}\n    mihari: {exe}\n",

@@ -4,7 +4,8 @@
 //! every word is quoted for a POSIX shell here: a config path with spaces or `$` reaches the
 //! host's mihari as one argument, unexpanded. A host with no `ssh` is this machine: its
 //! mihari runs directly, with no shell. Each run is its own process group, killed whole when
-//! the host does not answer in time, so no ssh is left behind.
+//! the host does not answer in time, so no ssh is left behind. The asks to one destination
+//! share one ssh connection when the argv leaves that to mihari ([`super::share`]).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -30,18 +31,23 @@ pub enum NoAnswer {
     NotStarted(String),
 }
 
-/// The argv that runs `mihari [--config C] ARGS...` on `host`.
+/// The argv that runs `mihari [--config C] ARGS...` on `host`, over its argv as written.
 pub fn argv(host: &Host, args: &[&str]) -> Vec<String> {
+    argv_over(&host.ssh, host, args)
+}
+
+/// The same over `ssh` (the host's argv, or it with the shared connection's options).
+pub fn argv_over(ssh: &[String], host: &Host, args: &[&str]) -> Vec<String> {
     let mut words: Vec<String> = vec![host.mihari.clone()];
     if let Some(config) = &host.config {
         words.push("--config".to_string());
         words.push(config.clone());
     }
     words.extend(args.iter().map(|arg| (*arg).to_string()));
-    if host.ssh.is_empty() {
+    if ssh.is_empty() {
         return words;
     }
-    let mut argv = host.ssh.clone();
+    let mut argv = ssh.to_vec();
     argv.extend(words.iter().map(|word| shell_quote(word)));
     argv
 }
@@ -60,9 +66,12 @@ pub fn shell_quote(word: &str) -> String {
     }
 }
 
-/// Runs `mihari ARGS` on `host` and waits for it, at most the host's timeout.
+/// Runs `mihari ARGS` on `host` and waits for it, at most the host's timeout (the wait for
+/// another ask's shared connection to the same destination included).
 pub fn run(host: &Host, args: &[&str]) -> Result<Answer, NoAnswer> {
-    let argv = argv(host, args);
+    let started = Instant::now();
+    let (ssh, _opening) = super::share::reach(host);
+    let argv = argv_over(&ssh, host, args);
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -98,7 +107,7 @@ pub fn run(host: &Host, args: &[&str]) -> Result<Answer, NoAnswer> {
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
     );
-    let deadline = Instant::now() + host.timeout;
+    let deadline = started + host.timeout;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -134,6 +143,7 @@ mod tests {
             config: Some("/srv/my jobs/$HOME.yaml".into()),
             mihari: "/usr/local/bin/mihari".into(),
             timeout: Duration::from_secs(1),
+            share_ssh: false,
         }
     }
 

@@ -80,7 +80,10 @@ fn run_once(
     group: &Mutex<Option<i32>>,
     deliver: &impl Fn(Heard) -> bool,
 ) -> (bool, Option<String>) {
-    let argv = super::remote::argv(host, &["check", "--json", "--follow"]);
+    // Kept while the stream runs: when this stream makes its destination's shared
+    // connection, the others wait for it until it answers.
+    let (ssh, _opening) = super::share::reach(host);
+    let argv = super::remote::argv_over(&ssh, host, &["check", "--json", "--follow"]);
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])

@@ -103,6 +103,30 @@ struct JsonJob<'a> {
     checks: Vec<JsonCheck<'a>>,
     /// The job's pending approvals, oldest first: what the fleet screen approves or denies.
     approvals: Vec<JsonApproval>,
+    /// The job's stale markers, in its `markers:` order: what the fleet screen offers to
+    /// release (`release-marker JOB PATH`).
+    stale_markers: Vec<JsonMarker>,
+}
+
+/// A stale marker: its path and file name, its age, the process it names (null for a bare
+/// marker, which no process holds) and the judgment in words, as the dashboard's chooser
+/// shows it.
+#[derive(Serialize)]
+struct JsonMarker {
+    path: String,
+    name: String,
+    age_sec: Option<f64>,
+    holder: Option<JsonHolder>,
+    words: String,
+}
+
+/// The process a marker names: its PID (null when the marker holds none that can be read),
+/// its liveness and why.
+#[derive(Serialize)]
+struct JsonHolder {
+    pid: Option<u32>,
+    liveness: &'static str,
+    why: String,
 }
 
 /// A pending approval: its key (what `mihari approval approve KEY` takes), the step, the
@@ -169,6 +193,9 @@ pub fn shown_digest(snapshot: &Snapshot) -> [u8; 32] {
     for job in &mut report.jobs {
         job.progress_age_sec = None;
         job.eta_sec = None;
+        for marker in &mut job.stale_markers {
+            marker.age_sec = None;
+        }
     }
     let mut hashing = Hashing(Sha256::new());
     // Writing into a hash cannot fail, and every value here serializes.
@@ -243,6 +270,29 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
                 summary: inert(&a.summary),
                 requested_at: a.requested.to_rfc3339_opts(SecondsFormat::Millis, true),
                 requested_by: a.requested_by.as_deref().map(inert),
+            })
+            .collect(),
+        stale_markers: row
+            .stale_markers
+            .iter()
+            .map(|marker| JsonMarker {
+                path: inert(&marker.path.display().to_string()),
+                name: marker
+                    .path
+                    .file_name()
+                    .map(|name| inert(&name.to_string_lossy()))
+                    .unwrap_or_default(),
+                age_sec: marker.age_sec.map(f64::round),
+                holder: marker
+                    .reading
+                    .as_ref()
+                    .and_then(|r| r.holder.as_ref())
+                    .map(|holder| JsonHolder {
+                        pid: holder.pid,
+                        liveness: holder.liveness.as_str(),
+                        why: inert(&holder.why),
+                    }),
+                words: inert(&marker.words),
             })
             .collect(),
     }

@@ -8,6 +8,7 @@
 //! there is no polling loop, only events and a timer set for the next moment anything on the
 //! screen can change by time alone.
 
+pub mod chooser;
 pub mod dialog;
 pub mod layout;
 pub mod model;

@@ -20,7 +20,7 @@ use crate::config::JobSpec;
 use crate::core::decision::Decision;
 use crate::core::digest::{Digest, DigestItem};
 use crate::core::escalate::Condition;
-use crate::core::{Assessment, Bucket, FileStamp, PendingApproval, Reading};
+use crate::core::{Assessment, Bucket, FileStamp, Reading};
 use crate::engine::{Action, Snapshot};
 use crate::probe::zone::Zone;
 use crate::store::Event;
@@ -41,43 +41,7 @@ pub enum Pane {
 
 pub use super::dialog::{Answer, Dialog, Focus};
 
-/// The chooser of the approve key (a job with several pending approvals) and of the marker
-/// key (a job with several stale markers): which one to decide. Choosing one opens the same
-/// confirmation dialog as a single one does; nothing is decided here, so closing it records
-/// nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Chooser {
-    pub job: String,
-    /// What there is to choose among, as it was when the key was pressed.
-    pub choices: Choices,
-    /// The highlighted one.
-    pub at: usize,
-}
-
-/// What a [`Chooser`] offers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Choices {
-    /// The job's pending approvals, oldest first.
-    Approvals(Vec<PendingApproval>),
-    /// The job's stale markers, in its `markers:` order: each path and its judgment in
-    /// words (its age, why it is stale).
-    Markers(Vec<(PathBuf, String)>),
-}
-
-impl Chooser {
-    /// How many there are to choose among.
-    pub fn len(&self) -> usize {
-        match &self.choices {
-            Choices::Approvals(approvals) => approvals.len(),
-            Choices::Markers(markers) => markers.len(),
-        }
-    }
-
-    /// Whether there is nothing to choose.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub use super::chooser::{Choices, Chooser};
 
 /// The event log, for one job or all.
 #[derive(Debug, Clone, PartialEq)]
@@ -738,63 +702,20 @@ fn on_dialog_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     }
 }
 
-/// Keys while a chooser is open: arrows (or j/k) move, Enter takes the highlighted one, a
-/// digit takes that one at once, Esc closes it having decided nothing.
+/// Keys while a chooser is open (the one chooser both screens use): a pick proposes that
+/// approval or marker, which opens the confirmation dialog.
 fn on_chooser_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
-    let chooser = model.chooser.as_mut()?;
-    let count = chooser.len();
-    let (what, whats) = match chooser.choices {
-        Choices::Approvals(_) => ("approval", "pending approvals"),
-        Choices::Markers(_) => ("marker", "stale markers"),
-    };
-    let take = |model: &mut Model, at: usize| {
-        let chooser = model.chooser.take()?;
-        let job = chooser.job.clone();
-        match chooser.choices {
-            Choices::Approvals(approvals) => Some(Command::ProposeApproval {
-                job,
-                key: approvals.get(at)?.key.clone(),
-            }),
-            Choices::Markers(markers) => Some(Command::ProposeMarker {
-                job,
-                path: markers.get(at)?.0.clone(),
-            }),
-        }
-    };
-    match key.code {
-        KeyCode::Esc => {
-            model.chooser = None;
-            model.status = Some(format!("no {what} chosen: nothing was decided"));
-        }
-        KeyCode::Char('q') => {
+    match super::chooser::on_key(&mut model.chooser, &mut model.status, key) {
+        super::chooser::Picked::Open | super::chooser::Picked::Closed => None,
+        super::chooser::Picked::Quit => {
             model.quit = true;
-            return Some(Command::Quit);
+            Some(Command::Quit)
         }
-        KeyCode::Up | KeyCode::Char('k') | KeyCode::BackTab => {
-            chooser.at = chooser.at.saturating_sub(1)
+        super::chooser::Picked::Approval { job, key } => {
+            Some(Command::ProposeApproval { job, key })
         }
-        KeyCode::Down | KeyCode::Char('j') | KeyCode::Tab => {
-            chooser.at = (chooser.at + 1).min(count.saturating_sub(1))
-        }
-        KeyCode::Home | KeyCode::Char('g') => chooser.at = 0,
-        KeyCode::End | KeyCode::Char('G') => chooser.at = count.saturating_sub(1),
-        KeyCode::Enter => {
-            let at = chooser.at;
-            return take(model, at);
-        }
-        KeyCode::Char(c @ '1'..='9') => {
-            let at = usize::from(c as u8 - b'1');
-            if at < count {
-                return take(model, at);
-            }
-            model.status = Some(format!(
-                "there are {count} {whats}: press 1 to {}",
-                count.min(9)
-            ));
-        }
-        _ => {}
+        super::chooser::Picked::Marker { job, path } => Some(Command::ProposeMarker { job, path }),
     }
-    None
 }
 
 /// Keys while the digest view is open: scroll, `m` marks the shown digest read, Esc or `D`

@@ -967,29 +967,7 @@ pub fn tail_block(model: &Model, width: u16) -> Vec<Line<'static>> {
 /// One pending approval in words: step, summary, who asked and when (in the header's zone),
 /// and the key the operator can type back at `mihari approval approve`.
 fn approval_words(model: &Model, approval: &crate::core::PendingApproval) -> String {
-    let by = approval
-        .requested_by
-        .as_deref()
-        .map(|by| format!(" by {}", inert(by)))
-        .unwrap_or_default();
-    format!(
-        "step '{}': {} · asked{by} at {} ({} ago) · key {}",
-        inert(&approval.step),
-        inert(&approval.summary),
-        local_time(model, approval.requested),
-        fmt_age((model.now - approval.requested).num_milliseconds() as f64 / 1000.0),
-        inert(&approval.key)
-    )
-}
-
-/// A moment in the header's zone: the time of day when it is today there, else with the date.
-fn local_time(model: &Model, at: chrono::DateTime<chrono::Utc>) -> String {
-    let zone = model.zone;
-    if zone.format(at, "%Y-%m-%d") == zone.format(model.now, "%Y-%m-%d") {
-        zone.format(at, "%H:%M:%S")
-    } else {
-        zone.format(at, "%Y-%m-%d %H:%M")
-    }
+    super::chooser::approval_words(model.zone, model.now, approval)
 }
 
 /// How the detail pane's `height` rows are shared between the detail (`info` lines) and the
@@ -1450,65 +1428,19 @@ fn dialog_view(model: &Model, dialog: &super::model::Dialog, frame: &mut Frame, 
     super::dialog::draw(&model.theme, model.zone, model.now, dialog, frame, size);
 }
 
-/// A chooser: a job's pending approvals (numbered oldest first) or its stale markers (in
-/// its `markers:` order), the highlighted one marked; choosing opens the confirmation dialog.
+/// A chooser, drawn by the one chooser code both screens use.
 fn chooser_view(model: &Model, chooser: &super::model::Chooser, frame: &mut Frame, size: Rect) {
-    use super::model::Choices;
-    let theme = &model.theme;
-    let width = size.width.saturating_sub(4).clamp(20.min(size.width), 96);
-    let inner_width = usize::from(width.saturating_sub(2));
-    let (intro, choices, title) = match &chooser.choices {
-        Choices::Approvals(approvals) => (
-            format!(
-                " {} approvals wait for a human; choose the one to decide:",
-                approvals.len()
-            ),
-            approvals
-                .iter()
-                .map(|approval| approval_words(model, approval))
-                .collect::<Vec<_>>(),
-            format!(
-                " approve or deny: which request of '{}'? ",
-                inert(&chooser.job)
-            ),
-        ),
-        Choices::Markers(markers) => (
-            format!(
-                " {} markers are stale; choose the one to look at and release:",
-                markers.len()
-            ),
-            markers.iter().map(|(_, words)| inert(words)).collect(),
-            format!(" release: which marker of '{}'? ", inert(&chooser.job)),
-        ),
-    };
-    let mut lines: Vec<Line> = vec![Line::raw(intro)];
-    lines.push(Line::raw(""));
-    for (n, words) in choices.iter().enumerate() {
-        let chosen = n == chooser.at;
-        let mark = if chosen { "›" } else { " " };
-        let text = format!("{mark} {} {words}", n + 1);
-        let style = if chosen {
-            theme.selected()
-        } else {
-            Style::default()
-        };
-        for piece in wrap(&text, inner_width.saturating_sub(1)) {
-            lines.push(Line::styled(format!(" {piece}"), style));
-        }
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::styled(
-        format!(
-            " ↑↓ moves · 1-{} or Enter chooses · Esc closes (nothing decided)",
-            chooser.len().min(9)
-        ),
-        theme.dim(),
-    ));
-    let area = centered(size, width, lines.len() as u16 + 2);
-    overlay(frame, area, lines, &title, theme.alarm(), theme);
+    super::chooser::draw(
+        &model.theme,
+        model.zone,
+        model.now,
+        chooser,
+        "",
+        frame,
+        size,
+    );
 }
 
-/// The event log: newest at the bottom, for the selected job or for all.
 fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
     let Some(view) = &model.events else {
         return;

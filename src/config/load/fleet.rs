@@ -8,6 +8,8 @@
 //!     config: /home/ops/.config/mihari/jobs.yaml # the jobs file there (default: its own)
 //!     mihari: /usr/local/bin/mihari              # the binary there (default: mihari)
 //!     timeout_sec: 10                            # how long one answer may take
+//!     share_ssh: true                            # one ssh connection for all its asks
+//! share_ssh: true                                # the same, for every host that says nothing
 //! ```
 //!
 //! It is read as safely as the jobs file (it names commands that run: the same permission
@@ -53,12 +55,16 @@ pub struct Host {
     /// The mihari binary on the host.
     pub mihari: String,
     pub timeout: Duration,
+    /// Whether mihari makes this host's asks share one ssh connection (ControlMaster) when
+    /// its argv leaves that to it: `share_ssh`, the host's own else the file's, default true.
+    pub share_ssh: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFleet {
     hosts: Option<Spanned<Vec<Spanned<RawHost>>>>,
+    share_ssh: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +75,7 @@ struct RawHost {
     config: Option<Spanned<String>>,
     mihari: Option<Spanned<String>>,
     timeout_sec: Option<Spanned<u64>>,
+    share_ssh: Option<bool>,
 }
 
 /// Where the fleet file is: `explicit` (`--fleet`), else `$MIHARI_FLEET`, else
@@ -145,6 +152,7 @@ pub fn load_fleet_str(source: &str, path: &Path) -> Result<Fleet, ConfigError> {
              hosts: [{name: gpu1, ssh: [ssh, ops@gpu1]}]",
         ));
     };
+    let share_ssh = parsed.value.share_ssh.unwrap_or(true);
     let Some(hosts) = parsed.value.hosts else {
         return Err(src.refuse(
             Pos::of(&parsed),
@@ -241,6 +249,7 @@ pub fn load_fleet_str(source: &str, path: &Path) -> Result<Fleet, ConfigError> {
             config,
             mihari,
             timeout: Duration::from_secs(timeout_sec),
+            share_ssh: raw.share_ssh.unwrap_or(share_ssh),
         });
     }
     Ok(Fleet {
@@ -283,6 +292,18 @@ mod tests {
             fleet.hosts[1].timeout,
             Duration::from_secs(DEFAULT_TIMEOUT_SEC)
         );
+        assert!(fleet.hosts.iter().all(|h| h.share_ssh));
+    }
+
+    #[test]
+    fn sharing_ssh_is_turned_off_for_the_file_and_back_on_for_one_host() {
+        let fleet = load(
+            "share_ssh: false\nhosts:\n  - name: a\n    ssh: [ssh, a]\n  - name: b\n    \
+             ssh: [ssh, b]\n    share_ssh: true\n",
+        )
+        .expect("loads");
+        assert!(!fleet.hosts[0].share_ssh);
+        assert!(fleet.hosts[1].share_ssh);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! This module owns the runtime around [`model`] and [`view`]: the terminal (the local
 //! dashboard's), one thread per host stream ([`super::stream`]), the remote asks (a log
 //! tail, a job's events, a confirmed decision) run by the host's own mihari over the same
-//! ssh, and the one timer: the moment the quietest host has been silent twice its interval.
+//! ssh (one shared connection per destination, closed when the screen quits), and the one timer: the moment the quietest host has been silent twice its interval.
 //! There is no polling loop: the screen is drawn again when a stream delivers a line, a key
 //! arrives, or a host goes silent. Nothing central is made here — no server, no daemon, no
 //! port — and nothing here judges a job: each host's mihari does.
@@ -79,6 +79,7 @@ async fn event_loop(fleet: Fleet, screen: &mut terminal::Screen) -> Result<(), S
     let mut model = FleetModel::new(names, Theme::from_env(), Utc::now());
     model.zone = crate::probe::zone::Zone::machine();
     update(&mut model, FleetMsg::Resize(width, height));
+    model.status = super::share::refusal(&fleet.hosts);
     let handles: Vec<Handle> = fleet
         .hosts
         .iter()
@@ -98,6 +99,9 @@ async fn event_loop(fleet: Fleet, screen: &mut terminal::Screen) -> Result<(), S
     for handle in &handles {
         handle.kill();
     }
+    // The shared ssh connections this screen started go with it; one someone else started
+    // (a `fleet check` a moment ago) is left to its ControlPersist.
+    super::share::close_ours();
     result
 }
 

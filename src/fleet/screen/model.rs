@@ -12,8 +12,10 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::Value;
 
+use crate::core::PendingApproval;
 use crate::core::text::inert;
 use crate::probe::zone::Zone;
+use crate::tui::chooser::{self, Choices, Chooser, Picked};
 use crate::tui::dialog::{self, Answer, Dialog, Proposal};
 use crate::tui::theme::Theme;
 
@@ -79,7 +81,11 @@ impl Row {
 pub enum RemoteAction {
     Restart,
     Release,
-    ReleaseMarker,
+    /// Release the stale marker at this path (as its host names it); `None` for the job's
+    /// only stale marker, when its host does not list them (an older mihari).
+    ReleaseMarker {
+        path: Option<String>,
+    },
     Pause,
     Resume,
     Acknowledge,
@@ -108,7 +114,10 @@ impl RemoteDecision {
         let mut args: Vec<String> = match &self.action {
             RemoteAction::Restart => vec!["restart".into(), job],
             RemoteAction::Release => vec!["release".into(), job],
-            RemoteAction::ReleaseMarker => vec!["release-marker".into(), job],
+            RemoteAction::ReleaseMarker { path: None } => vec!["release-marker".into(), job],
+            RemoteAction::ReleaseMarker { path: Some(path) } => {
+                vec!["release-marker".into(), job, path.clone()]
+            }
             RemoteAction::Pause => {
                 vec!["pause".into(), job, "--reason".into(), self.reason.clone()]
             }
@@ -137,7 +146,7 @@ impl Proposal for RemoteDecision {
         match &self.action {
             RemoteAction::Restart => "restart",
             RemoteAction::Release => "release",
-            RemoteAction::ReleaseMarker => "release marker",
+            RemoteAction::ReleaseMarker { .. } => "release marker",
             RemoteAction::Pause => "pause",
             RemoteAction::Resume => "resume",
             RemoteAction::Acknowledge => "acknowledge",
@@ -214,6 +223,11 @@ pub struct FleetModel {
     /// The event log of the selected job, when open (`e`).
     pub events: Option<Remote>,
     pub dialog: Option<Dialog<RemoteDecision>>,
+    /// The chooser among a job's pending approvals or stale markers, if open (the local
+    /// dashboard's own): it takes every key.
+    pub chooser: Option<Chooser>,
+    /// The host of the chooser's job.
+    pub chooser_host: String,
     pub status: Option<String>,
     pub help: bool,
     pub size: (u16, u16),
@@ -300,6 +314,8 @@ impl FleetModel {
             tail_stale: false,
             events: None,
             dialog: None,
+            chooser: None,
+            chooser_host: String::new(),
             status: None,
             help: false,
             size: (80, 24),
@@ -494,16 +510,143 @@ impl FleetModel {
         Some(FleetCommand::LoadTail { host, job })
     }
 
-    fn propose(&mut self, action: RemoteAction) -> Option<FleetCommand> {
-        let Some((h, job)) = self.selected_job() else {
+    /// The selected job's host index and object, or a word on the status line.
+    fn selected_or_say(&mut self) -> Option<(usize, Value)> {
+        let selected = self.selected_job();
+        if selected.is_none() {
             self.status = Some("select a job first".to_string());
+            self.dirty = true;
+        }
+        selected
+    }
+
+    /// `a`: the job's only pending approval in the dialog; several, the chooser first.
+    fn approve(&mut self) -> Option<FleetCommand> {
+        let (h, job) = self.selected_or_say()?;
+        let approvals: Vec<PendingApproval> = job
+            .get("approvals")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|a| pending_approval(a, self.now))
+            .collect();
+        match approvals.as_slice() {
+            [] => {
+                self.status = Some(format!(
+                    "'{}' on '{}' has no pending approval",
+                    inert(text(&job, "id")),
+                    self.hosts[h].name
+                ));
+                self.dirty = true;
+                None
+            }
+            [only] => {
+                let key = only.key.clone();
+                self.propose(h, &job, RemoteAction::Approve { key, deny: false })
+            }
+            _ => self.choose(h, &job, Choices::Approvals(approvals)),
+        }
+    }
+
+    /// `M`: the job's only stale marker in the dialog, named by its path; several, the
+    /// chooser first (the host refuses a bare release of one of several).
+    fn release_marker(&mut self) -> Option<FleetCommand> {
+        let (h, job) = self.selected_or_say()?;
+        let markers = stale_markers(&job);
+        match markers.as_slice() {
+            [] => self.propose(h, &job, RemoteAction::ReleaseMarker { path: None }),
+            [(path, _)] => {
+                let path = Some(path.display().to_string());
+                self.propose(h, &job, RemoteAction::ReleaseMarker { path })
+            }
+            _ => self.choose(h, &job, Choices::Markers(markers)),
+        }
+    }
+
+    fn choose(&mut self, h: usize, job: &Value, choices: Choices) -> Option<FleetCommand> {
+        self.chooser = Some(Chooser {
+            job: text(job, "id").to_string(),
+            choices,
+            at: 0,
+        });
+        self.chooser_host = self.hosts[h].name.clone();
+        self.dirty = true;
+        None
+    }
+
+    /// What the operator picked in the chooser, proposed in the dialog — if the job and
+    /// what was picked are still there as its host last said.
+    fn picked(&mut self, picked: Picked) -> Option<FleetCommand> {
+        if picked == Picked::Open {
+            return None;
+        }
+        let host = std::mem::take(&mut self.chooser_host);
+        let (job_id, action, what) = match picked {
+            Picked::Open | Picked::Closed => return None,
+            Picked::Quit => {
+                self.quit = true;
+                return Some(FleetCommand::Quit);
+            }
+            Picked::Approval { job, key } => {
+                let what = format!("approval '{}'", inert(&key));
+                (job, RemoteAction::Approve { key, deny: false }, what)
+            }
+            Picked::Marker { job, path } => {
+                let path = path.display().to_string();
+                let what = format!("marker '{}'", inert(&path));
+                (job, RemoteAction::ReleaseMarker { path: Some(path) }, what)
+            }
+        };
+        let found = self
+            .hosts
+            .iter()
+            .position(|v| v.name == host)
+            .and_then(|h| {
+                let job = self.hosts[h]
+                    .report
+                    .as_ref()?
+                    .get("jobs")?
+                    .as_array()?
+                    .iter()
+                    .find(|job| text(job, "id") == job_id)?
+                    .clone();
+                Some((h, job))
+            });
+        let still = found.filter(|(_, job)| match &action {
+            RemoteAction::Approve { key, .. } => job
+                .get("approvals")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|a| text(a, "key") == key)),
+            RemoteAction::ReleaseMarker { path: Some(path) } => stale_markers(job)
+                .iter()
+                .any(|(p, _)| p.display().to_string() == *path),
+            _ => true,
+        });
+        let Some((h, job)) = still else {
+            self.status = Some(format!(
+                "{what} of '{}' on '{}' is no longer there: its host changed meanwhile; \
+                 nothing was sent",
+                inert(&job_id),
+                inert(&host)
+            ));
             self.dirty = true;
             return None;
         };
+        self.propose(h, &job, action)
+    }
+
+    fn propose_selected(&mut self, action: RemoteAction) -> Option<FleetCommand> {
+        let (h, job) = self.selected_or_say()?;
+        self.propose(h, &job, action)
+    }
+
+    /// Opens the confirmation dialog for `action` on `job` of host `h`, with what its host
+    /// said about it.
+    fn propose(&mut self, h: usize, job: &Value, action: RemoteAction) -> Option<FleetCommand> {
         let mut lines = vec![(
             "state".to_string(),
-            format!("{} ({})", text(&job, "state"), {
-                let b = text(&job, "bucket");
+            format!("{} ({})", text(job, "state"), {
+                let b = text(job, "bucket");
                 if b.is_empty() { "no action" } else { b }
             }),
         )];
@@ -517,52 +660,62 @@ impl FleetModel {
             lines.push(("why".to_string(), reason.to_string()));
         }
         let action = match action {
-            RemoteAction::Approve { .. } => {
+            RemoteAction::Approve { key, deny } => {
                 let approvals: Vec<&Value> = job
                     .get("approvals")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .collect();
-                let Some(first) = approvals.first() else {
-                    self.status = Some(format!(
-                        "'{}' on '{}' has no pending approval",
-                        inert(text(&job, "id")),
-                        self.hosts[h].name
+                if let Some(chosen) = approvals.iter().find(|a| text(a, "key") == key) {
+                    lines.push(("step".to_string(), text(chosen, "step").to_string()));
+                    lines.push(("summary".to_string(), text(chosen, "summary").to_string()));
+                    // Said in UTC here; the dialog shows it in local time like every stamp.
+                    let by = text(chosen, "requested_by");
+                    let at = text(chosen, "requested_at");
+                    let at = DateTime::parse_from_rfc3339(at).map_or_else(
+                        |_| at.to_string(),
+                        |at| {
+                            at.with_timezone(&Utc)
+                                .format("%Y-%m-%d %H:%M:%S UTC")
+                                .to_string()
+                        },
+                    );
+                    lines.push((
+                        "asked by".to_string(),
+                        format!("{}, {at}", if by.is_empty() { "—" } else { by }),
                     ));
-                    self.dirty = true;
-                    return None;
-                };
-                lines.push(("step".to_string(), text(first, "step").to_string()));
-                lines.push(("summary".to_string(), text(first, "summary").to_string()));
-                // Said in UTC here; the dialog shows it in local time like every stamp.
-                let by = text(first, "requested_by");
-                let at = text(first, "requested_at");
-                let at = DateTime::parse_from_rfc3339(at).map_or_else(
-                    |_| at.to_string(),
-                    |at| {
-                        at.with_timezone(&Utc)
-                            .format("%Y-%m-%d %H:%M:%S UTC")
-                            .to_string()
-                    },
-                );
-                lines.push((
-                    "asked by".to_string(),
-                    format!("{}, {at}", if by.is_empty() { "—" } else { by }),
-                ));
+                }
                 if approvals.len() > 1 {
                     lines.push((
                         "note".to_string(),
                         format!(
-                            "the oldest of {} pending approvals; the others stay pending",
+                            "one of {} pending approvals, chosen; the others stay pending",
                             approvals.len()
                         ),
                     ));
                 }
-                RemoteAction::Approve {
-                    key: text(first, "key").to_string(),
-                    deny: false,
+                RemoteAction::Approve { key, deny }
+            }
+            RemoteAction::ReleaseMarker { path } => {
+                let markers = stale_markers(job);
+                if let Some(path) = &path
+                    && let Some((_, words)) = markers
+                        .iter()
+                        .find(|(p, _)| p.display().to_string() == *path)
+                {
+                    lines.push(("marker".to_string(), words.clone()));
                 }
+                if markers.len() > 1 {
+                    lines.push((
+                        "note".to_string(),
+                        format!(
+                            "one of {} stale markers, chosen; the others stay",
+                            markers.len()
+                        ),
+                    ));
+                }
+                RemoteAction::ReleaseMarker { path }
             }
             RemoteAction::Pause if job.get("paused").is_some_and(|p| !p.is_null()) => {
                 RemoteAction::Resume
@@ -571,7 +724,7 @@ impl FleetModel {
         };
         self.dialog = Some(Dialog::new(RemoteDecision {
             host: self.hosts[h].name.clone(),
-            job: text(&job, "id").to_string(),
+            job: text(job, "id").to_string(),
             action,
             lines,
             reason: String::new(),
@@ -579,6 +732,34 @@ impl FleetModel {
         self.dirty = true;
         None
     }
+}
+
+/// A pending approval as its host's `check --json` lists it, for the chooser; a time that
+/// cannot be read is taken as `now`.
+fn pending_approval(approval: &Value, now: DateTime<Utc>) -> PendingApproval {
+    PendingApproval {
+        key: text(approval, "key").to_string(),
+        step: inert(text(approval, "step")),
+        summary: inert(text(approval, "summary")),
+        requested: DateTime::parse_from_rfc3339(text(approval, "requested_at"))
+            .map_or(now, |at| at.with_timezone(&Utc)),
+        requested_by: approval
+            .get("requested_by")
+            .and_then(Value::as_str)
+            .map(inert),
+    }
+}
+
+/// A job's stale markers as its host's `check --json` lists them: each path and the
+/// judgment in words, in the job's `markers:` order (none from a host that does not say).
+fn stale_markers(job: &Value) -> Vec<(std::path::PathBuf, String)> {
+    job.get("stale_markers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| !text(m, "path").is_empty())
+        .map(|m| (text(m, "path").into(), inert(text(m, "words"))))
+        .collect()
 }
 
 /// The one transition function.
@@ -697,6 +878,10 @@ fn on_key(model: &mut FleetModel, key: KeyEvent) -> Option<FleetCommand> {
             Answer::Execute(decision) => Some(FleetCommand::Execute(decision)),
         };
     }
+    if model.chooser.is_some() {
+        let picked = chooser::on_key(&mut model.chooser, &mut model.status, key);
+        return model.picked(picked);
+    }
     if model.help {
         model.help = false;
         return None;
@@ -741,15 +926,12 @@ fn on_key(model: &mut FleetModel, key: KeyEvent) -> Option<FleetCommand> {
             });
             Some(FleetCommand::LoadEvents { host, job })
         }
-        KeyCode::Char('r') => model.propose(RemoteAction::Restart),
-        KeyCode::Char('x') => model.propose(RemoteAction::Release),
-        KeyCode::Char('M') => model.propose(RemoteAction::ReleaseMarker),
-        KeyCode::Char('p') => model.propose(RemoteAction::Pause),
-        KeyCode::Char('K') => model.propose(RemoteAction::Acknowledge),
-        KeyCode::Char('a') => model.propose(RemoteAction::Approve {
-            key: String::new(),
-            deny: false,
-        }),
+        KeyCode::Char('r') => model.propose_selected(RemoteAction::Restart),
+        KeyCode::Char('x') => model.propose_selected(RemoteAction::Release),
+        KeyCode::Char('M') => model.release_marker(),
+        KeyCode::Char('p') => model.propose_selected(RemoteAction::Pause),
+        KeyCode::Char('K') => model.propose_selected(RemoteAction::Acknowledge),
+        KeyCode::Char('a') => model.approve(),
         _ => None,
     }
 }
@@ -906,6 +1088,155 @@ mod tests {
         assert_eq!(
             decision.answered(false, "").args(),
             ["approval", "approve", "k1", "--yes"]
+        );
+    }
+
+    fn key(code: KeyCode) -> FleetMsg {
+        FleetMsg::Key(crossterm::event::KeyEvent::from(code))
+    }
+
+    fn one_job(job: Value) -> FleetModel {
+        let start = Utc::now();
+        let mut model = FleetModel::new(vec!["gpu1".into()], Theme::plain(), start);
+        update(&mut model, FleetMsg::Resize(120, 40));
+        let line = serde_json::json!({"jobs": [job], "rules": [], "heartbeat_sec": 30.0});
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line.to_string(),
+                at: start,
+            },
+        );
+        model
+    }
+
+    /// Two questions wait on the host: `a` asks which first, as the dashboard does, and the
+    /// one picked — not the oldest — is what the dialog proposes.
+    #[test]
+    fn several_pending_approvals_open_the_chooser_and_the_one_picked_is_proposed() {
+        let mut model = one_job(serde_json::json!({
+            "id": "deploy", "state": "RUNNING", "bucket": null, "reasons": [],
+            "approvals": [
+                {"key": "k1", "step": "drop", "summary": "drop the table",
+                 "requested_at": "2026-12-01T07:08:09.000Z", "requested_by": "alice"},
+                {"key": "k2", "step": "publish", "summary": "push v2",
+                 "requested_at": "2026-12-01T07:09:00.000Z", "requested_by": "bob"},
+            ],
+        }));
+        update(&mut model, key(KeyCode::Char('a')));
+        let chooser = model.chooser.as_ref().expect("the chooser opens");
+        assert_eq!(chooser.len(), 2);
+        assert!(model.dialog.is_none(), "no dialog before a pick");
+        // Esc decides nothing.
+        update(&mut model, key(KeyCode::Esc));
+        assert!(model.chooser.is_none() && model.dialog.is_none());
+        assert_eq!(
+            model.status.as_deref(),
+            Some("no approval chosen: nothing was decided")
+        );
+        update(&mut model, key(KeyCode::Char('a')));
+        update(&mut model, key(KeyCode::Down));
+        assert!(model.chooser.is_some(), "moving keeps it open");
+        update(&mut model, key(KeyCode::Enter));
+        assert!(model.chooser.is_none());
+        let dialog = model
+            .dialog
+            .as_ref()
+            .expect("the dialog for the one picked");
+        assert_eq!(
+            dialog.decision.action,
+            RemoteAction::Approve {
+                key: "k2".into(),
+                deny: false
+            }
+        );
+        assert!(
+            dialog
+                .decision
+                .lines
+                .contains(&("step".to_string(), "publish".to_string())),
+            "{:?}",
+            dialog.decision.lines
+        );
+        assert_eq!(
+            dialog.decision.args(),
+            ["approval", "approve", "k2", "--yes"]
+        );
+    }
+
+    /// The host refuses a bare `release-marker JOB` when the job has several stale markers:
+    /// `M` asks which, and the one picked is released by its path.
+    #[test]
+    fn several_stale_markers_open_the_chooser_and_the_one_picked_is_released_by_its_path() {
+        let marker = |path: &str, words: &str| {
+            serde_json::json!({"path": path, "name": path.rsplit('/').next(), "age_sec": 7200.0,
+                               "holder": null, "words": words})
+        };
+        let job = |markers: Vec<Value>| {
+            serde_json::json!({"id": "train", "state": "RUNNING", "bucket": "STALE",
+                               "reasons": [], "stale_markers": markers})
+        };
+        let mut model = one_job(job(vec![
+            marker("/m/first", "marker '/m/first' is 2 h old"),
+            marker("/m/second", "marker '/m/second' is 2 h old"),
+        ]));
+        update(&mut model, key(KeyCode::Char('M')));
+        assert_eq!(model.chooser.as_ref().map(Chooser::len), Some(2));
+        update(&mut model, key(KeyCode::Char('2')));
+        let dialog = model
+            .dialog
+            .as_ref()
+            .expect("the dialog for the one picked");
+        assert_eq!(
+            dialog.decision.args(),
+            ["release-marker", "train", "/m/second", "--yes"]
+        );
+        assert!(
+            dialog.decision.lines.contains(&(
+                "marker".to_string(),
+                "marker '/m/second' is 2 h old".to_string()
+            )),
+            "{:?}",
+            dialog.decision.lines
+        );
+        // A single stale marker goes straight to the dialog, named by its path.
+        let mut model = one_job(job(vec![marker("/m/only", "marker '/m/only' is 2 h old")]));
+        update(&mut model, key(KeyCode::Char('M')));
+        assert!(model.chooser.is_none());
+        assert_eq!(
+            model.dialog.as_ref().map(|d| d.decision.args()),
+            Some(vec![
+                "release-marker".to_string(),
+                "train".into(),
+                "/m/only".into(),
+                "--yes".into()
+            ])
+        );
+        // The one picked is gone from the host's last word meanwhile: nothing is proposed.
+        let mut model = one_job(job(vec![
+            marker("/m/first", "first"),
+            marker("/m/second", "second"),
+        ]));
+        update(&mut model, key(KeyCode::Char('M')));
+        let line = serde_json::json!({"jobs": [job(vec![marker("/m/first", "first")])],
+                                      "rules": [], "heartbeat_sec": 30.0});
+        update(
+            &mut model,
+            FleetMsg::Line {
+                host: 0,
+                line: line.to_string(),
+                at: Utc::now(),
+            },
+        );
+        update(&mut model, key(KeyCode::Char('2')));
+        assert!(model.dialog.is_none());
+        assert!(
+            model.status.as_deref().is_some_and(
+                |s| s.contains("marker '/m/second' of 'train' on 'gpu1' is no longer there")
+            ),
+            "{:?}",
+            model.status
         );
     }
 }

@@ -63,6 +63,17 @@ pub fn view(model: &FleetModel, frame: &mut Frame) {
     if let Some(dialog) = &model.dialog {
         crate::tui::dialog::draw(&model.theme, model.zone, model.now, dialog, frame, size);
     }
+    if let Some(chooser) = &model.chooser {
+        crate::tui::chooser::draw(
+            &model.theme,
+            model.zone,
+            model.now,
+            chooser,
+            &model.chooser_host,
+            frame,
+            size,
+        );
+    }
     if model.help {
         help(model, frame, size);
     }
@@ -403,9 +414,12 @@ pub const KEYS: [(&str, &str); 11] = [
     ("e", "the job's events, from its host's own log"),
     (
         "r  x  M",
-        "restart, release a dead lock, release a stale marker",
+        "restart, release a dead lock, release a stale marker (several: choose which first)",
     ),
-    ("a", "approve or deny the job's oldest pending approval"),
+    (
+        "a",
+        "approve or deny a pending approval (several: choose which first)",
+    ),
     ("p  K", "pause or resume, acknowledge broken rules"),
     (
         "",
