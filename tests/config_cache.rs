@@ -63,6 +63,21 @@ impl Farm {
         (report, output)
     }
 
+    /// `mihari check --json` on `jobs` with the cache on, run by the binary `bin`: it must
+    /// give a verdict (exit 0, 1 or 2).
+    fn check_with(&self, bin: &Path, jobs: &Path) {
+        let output = Command::new(bin)
+            .arg("--config")
+            .arg(jobs)
+            .args(["check", "--json"])
+            .env("XDG_CACHE_HOME", self.path("cache"))
+            .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(output.status.code().is_some_and(|c| c < 3), "{output:?}");
+    }
+
     /// The cache files written so far.
     fn caches(&self) -> Vec<PathBuf> {
         let Ok(entries) = fs::read_dir(self.path("cache/mihari")) else {
@@ -288,16 +303,7 @@ fn caches_of_jobs_files_that_are_gone_are_removed_and_at_most_eight_are_kept() {
     for n in 0..12 {
         let other = farm.path(&format!("other{n:02}.yaml"));
         fs::copy(farm.path("jobs.yaml"), &other).unwrap();
-        let output = Command::new(BIN)
-            .arg("--config")
-            .arg(&other)
-            .args(["check", "--json"])
-            .env("XDG_CACHE_HOME", farm.path("cache"))
-            .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(output.status.code().is_some_and(|c| c < 3), "{output:?}");
+        farm.check_with(Path::new(BIN), &other);
         others.push(other);
     }
     assert_eq!(farm.caches().len(), 8, "{:?}", farm.caches());
@@ -311,16 +317,7 @@ fn caches_of_jobs_files_that_are_gone_are_removed_and_at_most_eight_are_kept() {
     // Another binary: a cache of its own, and this one's stays and is still used.
     let copy = farm.path("mihari-copy");
     fs::copy(BIN, &copy).unwrap();
-    let output = Command::new(&copy)
-        .arg("--config")
-        .arg(farm.path("jobs.yaml"))
-        .args(["check", "--json"])
-        .env("XDG_CACHE_HOME", farm.path("cache"))
-        .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(output.status.code().is_some_and(|c| c < 3), "{output:?}");
+    farm.check_with(&copy, &farm.path("jobs.yaml"));
     assert_eq!(farm.caches().len(), 2, "{:?}", farm.caches());
     assert!(cache.exists(), "the other binary replaced this one's cache");
 }

@@ -834,6 +834,16 @@ fn ssh_under(runtime: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// Quits the fleet screen in `tmux` and waits until no ssh of it is left under `runtime`.
+fn quit_and_see_its_connections_closed(tmux: &Tmux, runtime: &Path) {
+    tmux.keys(&["q"]);
+    wait_until(
+        "the screen's ssh connection is closed once it quits",
+        Duration::from_secs(15),
+        || ssh_under(runtime).is_empty(),
+    );
+}
+
 /// The masters alone: what is left of a connection once no ask runs through it.
 fn masters_under(runtime: &Path) -> Vec<i32> {
     ssh_under(runtime)
@@ -874,12 +884,7 @@ fn twenty_hosts_over_one_sshd_share_one_ssh_connection_closed_when_the_screen_qu
     tmux.wait_for(&["log (from the host)", "step 1"], Duration::from_secs(20));
     assert_eq!(sshd.logins() - before, 1, "the log tail too");
     assert_eq!(masters_under(&runtime).len(), 1, "one master");
-    tmux.keys(&["q"]);
-    wait_until(
-        "the screen's ssh connection is closed once it quits",
-        Duration::from_secs(15),
-        || ssh_under(&runtime).is_empty(),
-    );
+    quit_and_see_its_connections_closed(&tmux, &runtime);
 }
 
 /// `fleet check` shares too; an argv that says `-o ControlMaster=no` is obeyed, and the fleet
@@ -995,12 +1000,7 @@ fn a_broken_shared_connection_makes_its_hosts_red_and_the_next_is_a_new_one() {
     // The restart's own probe is one login; the hosts' streams one more between them.
     assert_eq!(sshd.logins() - logins, 2, "one new connection for both");
     assert_eq!(masters_under(&runtime).len(), 1, "one master");
-    tmux.keys(&["q"]);
-    wait_until(
-        "the screen's ssh connection is closed once it quits",
-        Duration::from_secs(15),
-        || ssh_under(&runtime).is_empty(),
-    );
+    quit_and_see_its_connections_closed(&tmux, &runtime);
 }
 
 /// The sockets' folder is refused when it is open to others or a link (a socket there lets

@@ -419,7 +419,12 @@ impl FleetModel {
     /// The selected job's host index and object.
     pub fn selected_job(&self) -> Option<(usize, Value)> {
         let (host, id) = self.selected.as_ref()?;
-        let h = self.hosts.iter().position(|v| &v.name == host)?;
+        self.job_of(host, id)
+    }
+
+    /// Job `id` of host `host` as its latest line says it: the host's index and the object.
+    fn job_of(&self, host: &str, id: &str) -> Option<(usize, Value)> {
+        let h = self.hosts.iter().position(|v| v.name == host)?;
         let job = self.hosts[h]
             .report
             .as_ref()?
@@ -597,21 +602,7 @@ impl FleetModel {
                 (job, RemoteAction::ReleaseMarker { path: Some(path) }, what)
             }
         };
-        let found = self
-            .hosts
-            .iter()
-            .position(|v| v.name == host)
-            .and_then(|h| {
-                let job = self.hosts[h]
-                    .report
-                    .as_ref()?
-                    .get("jobs")?
-                    .as_array()?
-                    .iter()
-                    .find(|job| text(job, "id") == job_id)?
-                    .clone();
-                Some((h, job))
-            });
+        let found = self.job_of(&host, &job_id);
         let still = found.filter(|(_, job)| match &action {
             RemoteAction::Approve { key, .. } => job
                 .get("approvals")
