@@ -496,13 +496,23 @@ impl Engine {
     pub fn run_checks(&mut self, now: Option<DateTime<Utc>>) {
         let due = self.due_checks(now);
         let results: Vec<CheckResultFor> = thread::scope(|scope| {
-            let running: Vec<_> = due
+            // A check whose thread cannot be started (the user's process limit reached) runs
+            // here instead: a refused thread must not end the dashboard or the watcher.
+            let running: Vec<Result<_, CheckResultFor>> = due
                 .into_iter()
-                .map(|check| scope.spawn(move || check.run()))
+                .map(|check| {
+                    let here = check.clone();
+                    thread::Builder::new()
+                        .spawn_scoped(scope, move || check.run())
+                        .map_err(|_| here.run())
+                })
                 .collect();
             running
                 .into_iter()
-                .filter_map(|handle| handle.join().ok())
+                .filter_map(|started| match started {
+                    Ok(handle) => handle.join().ok(),
+                    Err(ran) => Some(ran),
+                })
                 .collect()
         });
         self.record_checks(results);
@@ -1403,15 +1413,23 @@ fn read_locks(jobs: &[JobSpec], wanted: &[bool]) -> Vec<Option<Reading<crate::co
     }
     let chunk = jobs.len().div_ceil(threads);
     thread::scope(|scope| {
+        // A part whose thread cannot be started (the user's process limit reached) is read
+        // here, in its turn: a refused thread must not end the pass.
         let parts: Vec<_> = jobs
             .chunks(chunk)
             .zip(wanted.chunks(chunk))
-            .map(|(jobs, wanted)| (jobs, wanted, scope.spawn(move || alone(jobs, wanted))))
+            .map(|(jobs, wanted)| {
+                let part = thread::Builder::new().spawn_scoped(scope, move || alone(jobs, wanted));
+                (jobs, wanted, part.ok())
+            })
             .collect();
         parts
             .into_iter()
             // A thread that could not finish: its part is read again here.
-            .flat_map(|(jobs, wanted, part)| part.join().unwrap_or_else(|_| alone(jobs, wanted)))
+            .flat_map(|(jobs, wanted, part)| match part {
+                Some(part) => part.join().unwrap_or_else(|_| alone(jobs, wanted)),
+                None => alone(jobs, wanted),
+            })
             .collect()
     })
 }
