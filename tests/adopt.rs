@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "common/users.rs"]
+mod users;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 const PYTHON: &str = "/usr/bin/python3";
 /// A loop that prints once a second and never ends by itself.
@@ -302,29 +305,9 @@ fn an_id_that_is_not_an_id_is_refused() {
     );
 }
 
-/// The uid of the unprivileged test user, created when missing (exit 9 from a parallel
-/// test's useradd means it exists); `None`, with a message, where users cannot be created.
+/// The second user's uid.
 fn other_user() -> Option<u32> {
-    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
-    if lookup().is_none() {
-        let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "mihari-other"])
-            .status();
-        match status {
-            Ok(status) if status.success() || matches!(status.code(), Some(9 | 10)) => {}
-            other => {
-                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
-                return None;
-            }
-        }
-    }
-    for _ in 0..50 {
-        if let Some(user) = lookup() {
-            return Some(user.uid.as_raw());
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    None
+    users::other_user().map(|(uid, _)| uid)
 }
 
 #[test]

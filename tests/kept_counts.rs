@@ -15,14 +15,14 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::thread;
-use std::time::Duration;
 
 use mihari::store::counts::{self, FILE, KeptCount};
 use nix::sys::stat::{UtimensatFlags, utimensat};
 use nix::sys::time::TimeSpec;
-use nix::unistd::{Gid, Uid, User, chown};
+use nix::unistd::{Gid, Uid, chown};
+
+#[path = "common/users.rs"]
+mod users;
 
 const LOGROTATE: &str = "/usr/sbin/logrotate";
 
@@ -113,34 +113,9 @@ fn set_mtime(path: &Path, secs: i64, nsecs: i64) {
     .expect("utimensat");
 }
 
-/// The unprivileged second user, created on first use; `None` (said on stderr) where it
-/// cannot be.
+/// The second user's uid and gid, as nix gives them.
 fn other_user() -> Option<(Uid, Gid)> {
-    static OTHER: OnceLock<Option<(Uid, Gid)>> = OnceLock::new();
-    *OTHER.get_or_init(|| {
-        let name = "mihari-other";
-        for _ in 0..20 {
-            if let Ok(Some(user)) = User::from_name(name) {
-                return Some((user.uid, user.gid));
-            }
-            // Exit 9: it exists already (another test binary made it meanwhile); 10: the
-            // password file is locked by a concurrent useradd. Both: look again.
-            match Command::new("useradd")
-                .args(["--system", "--no-create-home", name])
-                .stderr(Stdio::null())
-                .status()
-            {
-                Ok(status) if matches!(status.code(), Some(0 | 9 | 10)) => {}
-                other => {
-                    eprintln!("skipping: cannot create the user '{name}' ({other:?})");
-                    return None;
-                }
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("skipping: the user '{name}' never appeared");
-        None
-    })
+    users::other_user().map(|(uid, gid)| (Uid::from_raw(uid), Gid::from_raw(gid)))
 }
 
 #[test]

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "common/users.rs"]
+mod users;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 
 /// Processes killed when the test ends, passed or not.
@@ -457,29 +460,9 @@ fn a_link_a_named_pipe_and_a_folder_others_can_write_are_faults_never_followed_o
     assert_eq!(fs::read_link(&link).unwrap(), precious);
 }
 
-/// The uid of the unprivileged test user, created when missing (exit 9 from a parallel
-/// test's useradd means it exists); `None`, with a message, where users cannot be created.
+/// The second user's uid.
 fn other_user() -> Option<u32> {
-    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
-    if lookup().is_none() {
-        let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "mihari-other"])
-            .status();
-        match status {
-            Ok(status) if status.success() || matches!(status.code(), Some(9 | 10)) => {}
-            other => {
-                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
-                return None;
-            }
-        }
-    }
-    for _ in 0..50 {
-        if let Some(user) = lookup() {
-            return Some(user.uid.as_raw());
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    None
+    users::other_user().map(|(uid, _)| uid)
 }
 
 #[test]

@@ -20,12 +20,14 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::stat::Mode;
-use nix::unistd::{Gid, Uid, User};
+use nix::unistd::{Gid, Uid};
+
+#[path = "common/users.rs"]
+mod users;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 /// Far past anything these commands need; a command still running then is hung.
@@ -38,34 +40,9 @@ const SECRET: &str = "precious bytes";
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// The unprivileged second user, created on first use; `None` (said on stderr) where it
-/// cannot be.
+/// The second user's uid and gid, as nix gives them.
 fn other_user() -> Option<(Uid, Gid)> {
-    static OTHER: OnceLock<Option<(Uid, Gid)>> = OnceLock::new();
-    *OTHER.get_or_init(|| {
-        let name = "mihari-other";
-        for _ in 0..20 {
-            if let Ok(Some(user)) = User::from_name(name) {
-                return Some((user.uid, user.gid));
-            }
-            // Exit 9: it exists already (another test binary made it meanwhile); 10: the
-            // password file is locked by a concurrent useradd. Both: look again.
-            match Command::new("useradd")
-                .args(["--system", "--no-create-home", name])
-                .stderr(Stdio::null())
-                .status()
-            {
-                Ok(status) if matches!(status.code(), Some(0 | 9 | 10)) => {}
-                other => {
-                    eprintln!("skipping: cannot create the user '{name}' ({other:?})");
-                    return None;
-                }
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("skipping: the user '{name}' never appeared");
-        None
-    })
+    users::other_user().map(|(uid, gid)| (Uid::from_raw(uid), Gid::from_raw(gid)))
 }
 
 /// A private folder (root, 0711: the second user may pass through, not write) holding the

@@ -17,6 +17,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+#[path = "common/users.rs"]
+mod users;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 
 /// A folder with a jobs file; jobs are added as YAML mappings.
@@ -212,23 +215,9 @@ fn a_process_stopped_with_sigstop_is_alive_and_said_to_be_stopped() {
     let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
 }
 
-/// The uid of the unprivileged test user, created when missing (exit 9 from a parallel test's
-/// useradd means it exists); `None`, with a message, where users cannot be created.
+/// The second user's uid.
 fn other_user() -> Option<u32> {
-    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
-    if lookup().is_none() {
-        let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "mihari-other"])
-            .status();
-        match status {
-            Ok(status) if status.success() || status.code() == Some(9) => {}
-            other => {
-                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
-                return None;
-            }
-        }
-    }
-    lookup().map(|user| user.uid.as_raw())
+    users::other_user().map(|(uid, _)| uid)
 }
 
 #[test]

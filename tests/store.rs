@@ -11,6 +11,9 @@ use mihari::store::{
     Actor, ApprovalState, ClaimOutcome, ClaimState, EventFilter, Heartbeat, Kind, NewEvent, Store,
 };
 
+#[path = "common/users.rs"]
+mod users;
+
 fn open(dir: &std::path::Path) -> Store {
     Store::open(dir, Actor::Cli).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -412,38 +415,7 @@ fn an_events_reason_never_holds_a_raw_path() {
 
 // Who owns the store, and what it is (ISSUE 9, items 2 and 3)
 
-/// The uid and gid of `mihari-other`, an unprivileged user made for these tests; `None`, with
-/// a message, where users cannot be made. "Already exists" (exit 9) is fine: tests run in
-/// parallel.
-fn other_user() -> Option<(u32, u32)> {
-    if nix::unistd::User::from_name("mihari-other")
-        .ok()
-        .flatten()
-        .is_none()
-    {
-        match std::process::Command::new("useradd")
-            .args(["--system", "--no-create-home", "mihari-other"])
-            .output()
-        {
-            Ok(out) if out.status.success() || out.status.code() == Some(9) => {}
-            Ok(out) => {
-                eprintln!(
-                    "skipped: cannot create the user mihari-other: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                return None;
-            }
-            Err(error) => {
-                eprintln!("skipped: cannot run useradd: {error}");
-                return None;
-            }
-        }
-    }
-    let user = nix::unistd::User::from_name("mihari-other")
-        .ok()
-        .flatten()?;
-    Some((user.uid.as_raw(), user.gid.as_raw()))
-}
+use users::other_user;
 
 fn chown(path: &std::path::Path, (uid, gid): (u32, u32)) {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();

@@ -13,37 +13,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
+
+#[path = "common/users.rs"]
+mod users;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mihari");
 const JOBS: usize = 300;
 
-/// The unprivileged test user (uid, gid), created when missing (exit 9 from a parallel
-/// test's useradd means it exists); `None`, with a message, where users cannot be created.
-fn other_user() -> Option<(u32, u32)> {
-    let lookup = || nix::unistd::User::from_name("mihari-other").ok().flatten();
-    if lookup().is_none() {
-        let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "mihari-other"])
-            .status();
-        match status {
-            Ok(status) if status.success() || matches!(status.code(), Some(9 | 10)) => {}
-            other => {
-                eprintln!("skipped: cannot create the user 'mihari-other' ({other:?})");
-                return None;
-            }
-        }
-    }
-    for _ in 0..50 {
-        if let Some(user) = lookup() {
-            return Some((user.uid.as_raw(), user.gid.as_raw()));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
+use users::other_user;
 
 struct Holder(Child);
 
