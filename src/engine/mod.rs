@@ -596,19 +596,24 @@ impl Engine {
             self.evidence = vec![Arc::default(); self.config.jobs.len()];
         }
         let view = self.read_store(now);
+        let wanted: Vec<bool> = self
+            .config
+            .jobs
+            .iter()
+            .map(|job| first || only.is_none_or(|ids| ids.contains(&job.id)))
+            .collect();
         // One scan of /proc for every job found by its command line, shared by all of them.
-        let wanted = |job: &JobSpec| first || only.is_none_or(|ids| ids.contains(&job.id));
         let scan = if self
             .config
             .jobs
             .iter()
-            .any(|job| job.process.is_some() && wanted(job))
+            .zip(&wanted)
+            .any(|(job, wanted)| job.process.is_some() && *wanted)
         {
             self.prober.scan_processes(&self.config.jobs)
         } else {
             Default::default()
         };
-        let wanted: Vec<bool> = self.config.jobs.iter().map(wanted).collect();
         let mut locks = read_locks(&self.config.jobs, &wanted).into_iter();
         // One pass: each folder of the jobs' files is opened and judged once, not per file.
         crate::probe::safe_open::folders_remembered(|| {
