@@ -848,3 +848,39 @@ fn bidi_controls_in_the_argv_are_printed_escaped_and_the_process_is_still_found(
     assert_eq!(row["state"], "RUNNING", "{row:#}\n{stanza}");
     assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
 }
+
+/// The jobs file example's `process.cmdline` finds the collector however its python is
+/// spelt: pyenv's `.../versions/3.11.7/bin/python3` and a venv's `.venv/bin/python` (where
+/// the old `'^python3 .*collect\.py'` found neither).
+#[test]
+fn the_examples_cmdline_finds_a_script_run_by_a_pyenv_or_venv_python() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml");
+    let config = mihari::config::load_str(&fs::read_to_string(&example).unwrap(), &example)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pattern = &config.jobs[0].process.as_ref().expect("process").cmdline;
+    let dir = tempfile::tempdir().unwrap();
+    write_printer(dir.path(), "collect.py");
+    let log = dir.path().join("collect.log");
+    let config_path = jobs_file(
+        dir.path(),
+        &format!(
+            "  - id: collect\n    process: {{cmdline: '{}'}}\n    log: '{}'\n    \
+             should_run_when: [not_succeeded]\n",
+            pattern.replace('\'', "''"),
+            log.display()
+        ),
+    );
+    for interpreter in [".pyenv/versions/3.11.7/bin/python3", ".venv/bin/python"] {
+        let path = dir.path().join(interpreter);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(PYTHON, &path).unwrap();
+        let shown = path.to_str().unwrap();
+        let procs = Procs(vec![started(&[shown, "collect.py"], dir.path(), &log)]);
+        let pid = procs.0[0].id();
+        wait_for_exec(pid, shown);
+        let row = check_row(&config_path, "collect");
+        assert_eq!(row["state"], "RUNNING", "{pattern} on {shown}: {row:#}");
+        assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
+        drop(procs);
+    }
+}
