@@ -451,6 +451,16 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The stanza's comments as one line of prose: a phrase reads the same wherever the
+/// comment was wrapped.
+fn prose(stanza: &str) -> String {
+    stanza
+        .lines()
+        .map(|line| line.trim_start().trim_start_matches("# "))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `mihari adopt PID`, which must print a stanza.
 fn stanza_of(pid: u32) -> String {
     let out = adopt(&[&pid.to_string()]);
@@ -509,7 +519,9 @@ fn assert_adopted_with_the_logs_own_name(dir: &Path, pid: u32, read_as_rotated: 
     let (config_path, job) = loaded(dir, &stanza);
     assert_eq!(job.log.as_deref(), Some(log.as_path()), "{stanza}");
     assert!(
-        stanza.contains("x.log.1") && stanza.contains("copytruncate"),
+        prose(&stanza).contains("still writes into the renamed file")
+            && stanza.contains("x.log.1")
+            && stanza.contains("copytruncate"),
         "the comment says it writes into the rotated file, and what to do:\n{stanza}"
     );
     let row = check_row(&config_path, &job.id);
@@ -561,6 +573,58 @@ fn a_writer_whose_log_logrotate_renamed_is_adopted_with_the_logs_own_name() {
     assert_eq!(len_of(&log), 0, "logrotate made a new, empty log");
     // x.log is empty: the last write is read from x.log.1, as a rotation.
     assert_adopted_with_the_logs_own_name(dir.path(), pid, true);
+}
+
+/// Rotated twice, the writer's file is `x.log.2`, which mihari does not read as the log's
+/// rotation: the stanza still names `x.log`, and says plainly that the job will look
+/// STALLED until it is restarted, instead of proposing a name the next rotation moves.
+#[test]
+fn a_writer_whose_log_was_rotated_twice_is_told_it_will_look_stalled_until_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("x.log");
+    write_printer(dir.path(), "rotated_twice.py");
+    let procs = Procs(vec![started(
+        &[PYTHON, "rotated_twice.py"],
+        dir.path(),
+        &log,
+    )]);
+    let pid = procs.0[0].id();
+    wait_for_output(&log);
+    let conf = dir.path().join("logrotate.conf");
+    fs::write(
+        &conf,
+        format!("\"{}\" {{\n    rotate 3\n    create\n}}\n", log.display()),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let rotated = Command::new("logrotate")
+            .arg("-f")
+            .arg("-s")
+            .arg(dir.path().join("logrotate.state"))
+            .arg(&conf)
+            .output()
+            .expect("run logrotate");
+        assert!(rotated.status.success(), "{}", text(&rotated.stderr));
+    }
+    let twice = dir.path().join("x.log.2");
+    let at_rotation = len_of(&twice);
+    wait_until("the writer writes into x.log.2", || {
+        len_of(&twice) > at_rotation
+    });
+
+    let stanza = stanza_of(pid);
+    let (config_path, job) = loaded(dir.path(), &stanza);
+    assert_eq!(job.log.as_deref(), Some(log.as_path()), "{stanza}");
+    assert!(
+        prose(&stanza).contains("not '") && prose(&stanza).contains("x.log.2'"),
+        "{stanza}"
+    );
+    assert!(
+        prose(&stanza).contains("look STALLED until it is restarted"),
+        "{stanza}"
+    );
+    let row = check_row(&config_path, &job.id);
+    assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
 }
 
 #[test]
@@ -640,12 +704,12 @@ fn a_tee_pipeline_is_adopted_as_its_producer_with_tees_file_whichever_pid_is_nam
             "{stanza}"
         );
         assert!(
-            stanza.contains(&format!("through a pipe to process {tee} ('tee t.log')")),
+            prose(&stanza).contains(&format!("through a pipe to process {tee} ('tee t.log')")),
             "{stanza}"
         );
         if named == tee {
             assert!(
-                stanza.contains(&format!("copies the output of process {python}")),
+                prose(&stanza).contains(&format!("copies the output of process {python}")),
                 "{stanza}"
             );
         }
