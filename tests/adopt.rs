@@ -319,9 +319,31 @@ fn other_user() -> Option<u32> {
     users::other_user().map(|(uid, _)| uid)
 }
 
+/// `mihari adopt PID` run by the second user (`uid`), from a copy of the binary in a folder
+/// it may enter: a clone made under `mktemp -d` (0700) keeps the built one out of its reach.
+fn adopt_as_other(uid: u32, pid: u32) -> Output {
+    use std::os::unix::process::CommandExt;
+    let reachable = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(reachable.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let copy = reachable.path().join("mihari");
+    fs::copy(BIN, &copy).expect("copy the binary");
+    Command::new(&copy)
+        .args(["adopt", &pid.to_string()])
+        .env_remove("MIHARI_CONFIG")
+        .env("HOME", "/nonexistent")
+        .current_dir("/")
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run adopt as mihari-other")
+}
+
 #[test]
 fn another_user_may_not_adopt_a_root_process_and_is_told_to_use_sudo() {
-    use std::os::unix::process::CommandExt;
     if !nix::unistd::geteuid().is_root() {
         eprintln!("skipped: starting a root process for another user to look at needs root");
         return;
@@ -334,25 +356,7 @@ fn another_user_may_not_adopt_a_root_process_and_is_told_to_use_sudo() {
     let procs = Procs(vec![python_loop(dir.path(), &["root's"], &log)]);
     let pid = procs.0[0].id();
     wait_for_output(&log);
-    // The other user runs a copy of the binary from a folder it may enter: a clone made
-    // under `mktemp -d` (0700) keeps the built one out of its reach.
-    let reachable = tempfile::tempdir().unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(reachable.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let copy = reachable.path().join("mihari");
-    fs::copy(BIN, &copy).expect("copy the binary");
-    let out = Command::new(&copy)
-        .args(["adopt", &pid.to_string()])
-        .env_remove("MIHARI_CONFIG")
-        .env("HOME", "/nonexistent")
-        .current_dir("/")
-        .uid(uid)
-        .gid(uid)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run adopt as mihari-other");
+    let out = adopt_as_other(uid, pid);
     let said = text(&out.stderr);
     assert_eq!(out.status.code(), Some(77), "{said}{}", text(&out.stdout));
     assert!(
@@ -947,4 +951,69 @@ fn the_examples_cmdline_finds_a_script_run_by_a_pyenv_or_venv_python() {
         assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
         drop(procs);
     }
+}
+
+/// A user's `tee` that copies a root process's output: the job is the root process, which
+/// that user may not inspect — refused with what to do, never a stanza for `tee` itself.
+#[test]
+fn a_tee_whose_producer_another_user_runs_is_refused_with_sudo_not_adopted_as_tee() {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: a root producer for another user's tee needs root");
+        return;
+    }
+    let Some(uid) = other_user() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hidden.log");
+    fs::write(&log, "").unwrap();
+    nix::unistd::chown(&log, Some(nix::unistd::Uid::from_raw(uid)), None).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut producer = Command::new(PYTHON)
+        .args(["-c", LOOP, "hidden producer"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the producer");
+    let pipe = producer.stdout.take().expect("its stdout");
+    let tee = Command::new("tee")
+        .arg(&log)
+        .current_dir(dir.path())
+        .stdin(pipe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .uid(uid)
+        .gid(uid)
+        .spawn()
+        .expect("start tee as mihari-other");
+    let procs = Procs(vec![producer, tee]);
+    let tee_pid = procs.0[1].id();
+    wait_for_output(&log);
+
+    let out = adopt_as_other(uid, tee_pid);
+    let said = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{said}{}", text(&out.stdout));
+    assert!(said.contains("hidden from you"), "{said}");
+    assert!(
+        said.contains(&format!("sudo mihari adopt {tee_pid}")),
+        "{said}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no stanza for tee: {}",
+        text(&out.stdout)
+    );
+    // Root sees both ends: the job is the producer.
+    let stanza = stanza_of(tee_pid);
+    assert!(stanza.contains("hidden producer"), "{stanza}");
+    assert!(
+        prose(&stanza).contains(&format!("copies the output of process {}", procs.0[0].id())),
+        "{stanza}"
+    );
 }

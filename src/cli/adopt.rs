@@ -71,7 +71,7 @@ pub fn run(config: Option<&Path>, pid: u32, id: Option<&str>, out: &mut impl Wri
     };
     // A pipeline's tee is not the job: the process whose output it copies is.
     let (portrait, copier) = match producer_of(&named) {
-        Some(producer) => match inspect::inspect(producer) {
+        Producer::Found(producer) => match inspect::inspect(producer) {
             Ok(portrait) => (portrait, Some(named)),
             // It ended meanwhile: what is left to adopt is the one named.
             Err(Refusal::NotThere(_)) => (named, None),
@@ -86,7 +86,19 @@ pub fn run(config: Option<&Path>, pid: u32, id: Option<&str>, out: &mut impl Wri
                 );
             }
         },
-        None => (named, None),
+        Producer::Hidden(pipe) => {
+            return refuse(
+                &format!(
+                    "process {pid} ('{}') copies what it reads from '{pipe}', and the process \
+                     writing into that pipe, the job itself, is hidden from you (another \
+                     user's, or in another container); run it as that user or with sudo: \
+                     sudo mihari adopt {pid}",
+                    shown_argv(&named.argv)
+                ),
+                EXIT_DENIED,
+            );
+        }
+        Producer::Itself => (named, None),
     };
     let taken = taken_ids(config);
     let id = match id {
@@ -159,26 +171,43 @@ fn free_id(base: &str, taken: &[String]) -> String {
         .unwrap_or_else(|| base.to_string())
 }
 
-/// The process whose output the named one copies, when the named one is a sink
-/// ([`SINKS`]) reading a pipe: the writer on the other side (same pipe inode in
-/// `/proc/PID/fd`), through other sinks (`python3 t.py | ts | tee t.log`). `None` for any
-/// other process, and when no writer, or no single one, can be seen.
-fn producer_of(named: &Portrait) -> Option<u32> {
+/// Whose output a sink copies.
+enum Producer {
+    /// The process named is no sink reading a pipe: it is the job.
+    Itself,
+    /// The process on the other side of the pipe, the job.
+    Found(u32),
+    /// Nobody this user may see writes into the pipe (`'pipe:[4242]'`): another user's
+    /// process may.
+    Hidden(String),
+}
+
+/// Whose output the named process copies, when it is a sink ([`SINKS`]) reading a pipe:
+/// the writer on the other side (same pipe inode in `/proc/PID/fd`), through other sinks
+/// (`python3 t.py | ts | tee t.log`).
+fn producer_of(named: &Portrait) -> Producer {
     let mut sink = named.clone();
-    let mut producer = None;
+    let mut producer = Producer::Itself;
     for _ in 0..PIPE_HOPS {
         let program = sink
             .argv
             .first()
-            .map(|p| base_name(&String::from_utf8_lossy(p)))?;
+            .map(|p| base_name(&String::from_utf8_lossy(p)))
+            .unwrap_or_default();
         if !SINKS.contains(&program.as_str()) {
             break;
         }
         let Output::Pipe(pipe) = &sink.stdin else {
             break;
         };
-        let writer = pipeline_member(&inspect::pipe_ends(pipe).writers)?;
-        producer = Some(writer);
+        let ends = inspect::pipe_ends(pipe);
+        let Some(writer) = pipeline_member(&ends.writers) else {
+            if ends.unseen > 0 {
+                return Producer::Hidden(pipe.clone());
+            }
+            break;
+        };
+        producer = Producer::Found(writer);
         match inspect::inspect(writer) {
             Ok(next) => sink = next,
             Err(_) => break,
