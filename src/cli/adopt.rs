@@ -2,10 +2,15 @@
 //! `jobs:`.
 //!
 //! This module owns turning what [`crate::probe::inspect`] saw of a process into YAML that
-//! loads as it is: a `process.cmdline` that matches exactly that argv (regex-escaped and
-//! anchored), the file its output goes to as `log`, its argv and working folder as `restart`,
-//! every string quoted so that spaces, quotes, `#`, `: ` and unicode survive, and comments on
-//! what only the operator can decide. Before printing, the stanza is loaded by the real jobs
+//! loads as it is: a `process.cmdline` that matches that argv (regex-escaped and anchored; an
+//! interpreter found by its name whatever its folder and version, so a venv's or pyenv's
+//! `python` started again as `python3` is still found), the file its output is meant to go
+//! to as `log` (through a pipe to the `tee` that writes it, and by the log's own name when a
+//! rotation renamed the file it writes), its argv and working folder as `restart`, a
+//! `should_run_when` that is not due for ever once a run started by hand ends, every string
+//! quoted so that spaces, quotes, `#`, `: `, unicode and invisible controls survive, and
+//! comments on what only the operator can decide. Named a pipeline's `tee`, it adopts the
+//! process whose output `tee` copies. Before printing, the stanza is loaded by the real jobs
 //! file loader and its pattern is matched against the process's own command line: a stanza
 //! that would not load, or would not find its process, is never printed. It writes nothing
 //! but the stanza, and never copies the process's environment (it may hold secrets).
@@ -14,12 +19,13 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::config::LogProgress;
 use crate::core::Reading;
-use crate::core::text::inert;
-use crate::probe::inspect::{self, Output, Portrait, Refusal, Target};
+use crate::core::text::{inert, is_bidi_control};
+use crate::probe::inspect::{self, Output, PipeEnd, Portrait, Refusal, Target};
+use crate::probe::rotation;
 
 /// Printed.
 pub const EXIT_PRINTED: u8 = 0;
@@ -40,12 +46,59 @@ const RUNNERS: [&str; 22] = [
     "perl", "ruby", "php", "rscript", "java", "deno", "bun", "nohup", "env", "nice", "setsid",
 ];
 
+/// Interpreters: a job they run is found by the interpreter's name whatever its folder and
+/// version (`/srv/app/.venv/bin/python`, `~/.pyenv/versions/3.11.7/bin/python3`,
+/// `/usr/bin/python3.11`), so the same script started again by another of them is found.
+const INTERPRETERS: [&str; 15] = [
+    "python", "pypy", "node", "nodejs", "perl", "ruby", "php", "bash", "sh", "dash", "zsh", "java",
+    "deno", "bun", "rscript",
+];
+
+/// Programs that copy another program's output into files (`python3 t.py | tee t.log`):
+/// named to adopt, the job is the program whose output they copy.
+const SINKS: [&str; 4] = ["tee", "ts", "rotatelogs", "cronolog"];
+
+/// How many pipes are followed between a job and the file its output ends in
+/// (`python3 t.py | ts | tee t.log` is two).
+const PIPE_HOPS: usize = 4;
+
 /// `mihari adopt PID [--id ID]`.
 pub fn run(config: Option<&Path>, pid: u32, id: Option<&str>, out: &mut impl Write) -> ExitCode {
-    let portrait = match inspect::inspect(pid) {
+    let named = match inspect::inspect(pid) {
         Ok(portrait) => portrait,
         Err(Refusal::NotThere(why)) => return refuse(&why, EXIT_NO_PROCESS),
         Err(Refusal::Denied(why)) => return refuse(&why, EXIT_DENIED),
+    };
+    // A pipeline's tee is not the job: the process whose output it copies is.
+    let (portrait, copier) = match producer_of(&named) {
+        Producer::Found(producer) => match inspect::inspect(producer) {
+            Ok(portrait) => (portrait, Some(named)),
+            // It ended meanwhile: what is left to adopt is the one named.
+            Err(Refusal::NotThere(_)) => (named, None),
+            Err(Refusal::Denied(why)) => {
+                return refuse(
+                    &format!(
+                        "process {pid} ('{}') copies the output of process {producer}, the \
+                         job itself: {why}",
+                        shown_argv(&named.argv)
+                    ),
+                    EXIT_DENIED,
+                );
+            }
+        },
+        Producer::Hidden(pipe) => {
+            return refuse(
+                &format!(
+                    "process {pid} ('{}') copies what it reads from '{pipe}', and the process \
+                     writing into that pipe, the job itself, is hidden from you (another \
+                     user's, or in another container); run it as that user or with sudo: \
+                     sudo mihari adopt {pid}",
+                    shown_argv(&named.argv)
+                ),
+                EXIT_DENIED,
+            );
+        }
+        Producer::Itself => (named, None),
     };
     let taken = taken_ids(config);
     let id = match id {
@@ -71,7 +124,8 @@ pub fn run(config: Option<&Path>, pid: u32, id: Option<&str>, out: &mut impl Wri
         Some(id) => id.to_string(),
         None => free_id(&default_id(&portrait.argv), &taken),
     };
-    let stanza = match stanza(&portrait, &id, Utc::now()) {
+    let log = choose_log(&portrait, &id);
+    let stanza = match stanza(&portrait, &log, copier.as_ref(), &id, Utc::now()) {
         Ok(stanza) => stanza,
         Err(why) => return refuse(&why, EXIT_DATA),
     };
@@ -115,6 +169,71 @@ fn free_id(base: &str, taken: &[String]) -> String {
         })
         .find(|id| !taken.iter().any(|t| t == id))
         .unwrap_or_else(|| base.to_string())
+}
+
+/// Whose output a sink copies.
+enum Producer {
+    /// The process named is no sink reading a pipe: it is the job.
+    Itself,
+    /// The process on the other side of the pipe, the job.
+    Found(u32),
+    /// Nobody this user may see writes into the pipe (`'pipe:[4242]'`): another user's
+    /// process may.
+    Hidden(String),
+}
+
+/// Whose output the named process copies, when it is a sink ([`SINKS`]) reading a pipe:
+/// the writer on the other side (same pipe inode in `/proc/PID/fd`), through other sinks
+/// (`python3 t.py | ts | tee t.log`).
+fn producer_of(named: &Portrait) -> Producer {
+    let mut sink = named.clone();
+    let mut producer = Producer::Itself;
+    for _ in 0..PIPE_HOPS {
+        let program = sink
+            .argv
+            .first()
+            .map(|p| base_name(&String::from_utf8_lossy(p)))
+            .unwrap_or_default();
+        if !SINKS.contains(&program.as_str()) {
+            break;
+        }
+        let Output::Pipe(pipe) = &sink.stdin else {
+            break;
+        };
+        let ends = inspect::pipe_ends(pipe);
+        let Some(writer) = pipeline_member(&ends.writers) else {
+            if ends.unseen > 0 {
+                return Producer::Hidden(pipe.clone());
+            }
+            break;
+        };
+        producer = Producer::Found(writer);
+        match inspect::inspect(writer) {
+            Ok(next) => sink = next,
+            Err(_) => break,
+        }
+    }
+    producer
+}
+
+/// The pipeline's own member among the processes on one end of a pipe: the one whose parent
+/// is not there too (`bash run.sh | tee t.log`: bash, not the python it runs with the same
+/// output), the oldest when there are several.
+fn pipeline_member(ends: &[PipeEnd]) -> Option<u32> {
+    ends.iter()
+        .filter(|end| !ends.iter().any(|other| other.pid == end.ppid))
+        .min_by_key(|end| (end.start_ticks, end.pid))
+        .map(|end| end.pid)
+}
+
+/// An argv joined by spaces as it is shown in a comment: inert, and cut.
+fn shown_argv(argv: &[Vec<u8>]) -> String {
+    let mut bytes = Vec::new();
+    for arg in argv {
+        bytes.extend_from_slice(arg);
+        bytes.push(0);
+    }
+    crate::probe::procscan::shown_cmdline(&crate::probe::procscan::joined_argv(&bytes))
 }
 
 /// An id from the program's name: the script a runner runs (`python3 -u train.py` is
@@ -209,6 +328,32 @@ pub fn exact_pattern(argv: &[String]) -> String {
     format!("^{}$", regex::escape(&argv.join(" ")))
 }
 
+/// The pattern that finds this process: [`exact_pattern`], but an interpreter
+/// ([`INTERPRETERS`]) is matched by its name in any folder and with any version
+/// (`^(\S*/)?python[0-9.]* t\.py$`), so the script started again through a venv, pyenv or
+/// plainly as `python3` is found; its arguments stay exact, so a sibling run with another
+/// argument is not.
+pub fn process_pattern(argv: &[String]) -> String {
+    let Some((program, arguments)) = argv.split_first() else {
+        return exact_pattern(argv);
+    };
+    let name = base_name(program);
+    let family = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let interpreter = !family.is_empty()
+        && INTERPRETERS.contains(&family.to_ascii_lowercase().as_str())
+        && !program.chars().any(char::is_whitespace);
+    if !interpreter {
+        return exact_pattern(argv);
+    }
+    let mut pattern = format!(r"^(\S*/)?{}[0-9.]*", regex::escape(family));
+    for argument in arguments {
+        pattern.push(' ');
+        pattern.push_str(&regex::escape(argument));
+    }
+    pattern.push('$');
+    pattern
+}
+
 /// `text` as a YAML scalar that reads back as exactly `text`: single-quoted (only `'`
 /// doubled) when it has no control character, else double-quoted with escapes.
 pub fn yaml_quoted(text: &str) -> String {
@@ -236,13 +381,11 @@ pub fn yaml_quoted(text: &str) -> String {
 }
 
 /// What a YAML single-quoted scalar cannot hold as it is (line breaks fold, control
-/// characters are not printable in YAML, a byte-order mark is taken away).
+/// characters are not printable in YAML, a byte-order mark is taken away), and what must
+/// not reach the operator's terminal or editor as it is: a bidi control (U+202E shows
+/// 'txt.exe' as 'exe.txt') or a line separator is written as its escape, `\u202E`.
 fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{feff}' | '\u{fffe}' | '\u{ffff}' | '\u{2028}' | '\u{2029}'
-        )
+    c.is_control() || is_bidi_control(c) || matches!(c, '\u{feff}' | '\u{fffe}' | '\u{ffff}')
 }
 
 /// A path for the jobs file, or `None` when it is not text.
@@ -251,17 +394,24 @@ fn path_text(path: &Path) -> Option<String> {
 }
 
 /// The stanza, indented to go under `jobs:`; the comments say what the operator decides.
-pub fn stanza(portrait: &Portrait, id: &str, now: chrono::DateTime<Utc>) -> Result<String, String> {
+/// `copier` is the process named when it was the `tee` of the job's pipeline.
+pub fn stanza(
+    portrait: &Portrait,
+    log: &LogChoice,
+    copier: Option<&Portrait>,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<String, String> {
     let argv = text_argv(portrait)?;
     let pid = portrait.pid;
     let mut lines: Vec<String> = Vec::new();
-    let mut say = |line: String| lines.push(line);
     let owner = portrait
         .user
         .clone()
         .unwrap_or_else(|| format!("uid {}", portrait.uid));
-    say(format!(
-        "  # Adopted by 'mihari adopt {pid}' at {} UTC: process {pid} of user '{}'{}{}.",
+    let adopted = copier.map_or(pid, |copier| copier.pid);
+    lines.push(format!(
+        "  # Adopted by 'mihari adopt {adopted}' at {} UTC: process {pid} of user '{}'{}{}.",
         now.format("%Y-%m-%d %H:%M:%S"),
         inert(&owner),
         portrait
@@ -274,91 +424,138 @@ pub fn stanza(portrait: &Portrait, id: &str, now: chrono::DateTime<Utc>) -> Resu
             .map(|exe| format!(", program '{}'", inert(&exe.display().to_string())))
             .unwrap_or_default(),
     ));
-    say("  # Paste it under 'jobs:' in your jobs file, then decide what each DECIDE asks.".into());
-    say(format!("  - id: {id}"));
-    say("    # Found by its exact command line (regex-escaped, anchored) and its user: a".into());
-    say(
+    if let Some(copier) = copier {
+        comment(
+            &mut lines,
+            "  ",
+            &format!(
+                "Process {} ('{}') copies the output of process {pid} ('{}') into its log: \
+                 the job is process {pid}, and this stanza is for it.",
+                copier.pid,
+                shown_argv(&copier.argv),
+                shown_argv(&portrait.argv)
+            ),
+        );
+    }
+    lines.push(
+        "  # Paste it under 'jobs:' in your jobs file, then decide what each DECIDE asks.".into(),
+    );
+    lines.push(format!("  - id: {id}"));
+    let pattern = process_pattern(&argv);
+    if pattern == exact_pattern(&argv) {
+        lines.push(
+            "    # Found by its exact command line (regex-escaped, anchored) and its user: a"
+                .into(),
+        );
+    } else {
+        lines.push(
+            "    # Found by its interpreter's name in any folder and of any version (a venv,"
+                .into(),
+        );
+        lines.push(
+            "    # pyenv), then exactly its arguments (regex-escaped, anchored), and its user: a"
+                .into(),
+        );
+    }
+    lines.push(
         "    # twin started with the same arguments matches too, and mihari then says which".into(),
     );
-    say(
+    lines.push(
         "    # processes match instead of guessing. Loosen the pattern if its arguments change."
             .into(),
     );
-    say("    process:".into());
-    say(format!(
-        "      cmdline: {}",
-        yaml_quoted(&exact_pattern(&argv))
-    ));
+    lines.push("    process:".into());
+    lines.push(format!("      cmdline: {}", yaml_quoted(&pattern)));
     match &portrait.user {
-        Some(user) if is_plain_user(user) => say(format!("      user: {user}")),
-        _ => say(format!("      user: {}", portrait.uid)),
+        Some(user) if is_plain_user(user) => lines.push(format!("      user: {user}")),
+        _ => lines.push(format!("      user: {}", portrait.uid)),
     }
-    for line in log_lines(portrait, id) {
-        say(line);
+    lines.extend(log_lines(log));
+    if log.progress.is_some() {
+        for line in [
+            "    # DECIDE: when it should run. Its log prints how far it is: not_complete is due",
+            "    # while that is short of its total, so a run that ends at its total is COMPLETE",
+            "    # and one that ends short is due again (RESTART). resource_free would be due",
+            "    # whenever no process matches, even once the work is done.",
+            "    should_run_when: [not_complete]",
+        ] {
+            lines.push(line.to_string());
+        }
+    } else {
+        comment(
+            &mut lines,
+            "    ",
+            "DECIDE: when it should run. Started outside 'mihari run' (by hand, nohup, cron), \
+             this run leaves mihari no exit to judge: with not_succeeded it is due (RESTART) \
+             once it ends, until a run under 'mihari run' exits 0 (a restart from mihari runs \
+             it so, and records how it ends); from then on it is COMPLETE. If its work is done \
+             when this run ends, take the job out of the jobs file. A server that should \
+             always be running wants [resource_free] (due whenever no process matches the \
+             pattern above) and stall_sec: never; for a job that ends, resource_free would \
+             be due for ever once it is done.",
+        );
+        lines.push("    should_run_when: [not_succeeded]".to_string());
     }
-    say(
-        "    # DECIDE: when it should run. resource_free holds whenever no process matches the"
-            .into(),
-    );
-    say(
-        "    # pattern above: a job that should always be running. For one that ends when it"
-            .into(),
-    );
-    say(
-        "    # is done, add not_succeeded (it is due until a 'mihari run' of it exits 0), or"
-            .into(),
-    );
-    say("    # not_complete with expected_total and a progress_file that counts its items.".into());
-    say("    should_run_when: [resource_free]".into());
-    say("    # DECIDE: how long it may go without writing its log before it is STALLED, in".into());
-    say("    # seconds; 'never' for a server that is idle by nature.".into());
-    say("    stall_sec: 300".into());
-    say(
-        "    # DECIDE: may the watcher restart it by itself? Only when the cause of its stops is"
-            .into(),
-    );
-    say(
-        "    # known and the command below is the fix: then write true and auto_restart_reason."
-            .into(),
-    );
-    say("    auto_restart: false".into());
-    say("    restart:".into());
-    say(
-        "      # Its argv as it runs now. Its environment is not copied (it may hold secrets):"
-            .into(),
-    );
-    say(
-        "      # add what it needs under 'env:'. A restart runs it under 'mihari run', output"
-            .into(),
-    );
-    say("      # appended to the log above.".into());
+    for line in [
+        "    # DECIDE: how long it may go without writing its log before it is STALLED, in",
+        "    # seconds; 'never' for a server that is idle by nature.",
+        "    stall_sec: 300",
+        "    # DECIDE: may the watcher restart it by itself? Only when the cause of its stops is",
+        "    # known and the command below is the fix: then write true and auto_restart_reason.",
+        "    auto_restart: false",
+        "    restart:",
+        "      # Its argv as it runs now. Its environment is not copied (it may hold secrets):",
+        "      # add what it needs under 'env:'. A restart runs it under 'mihari run', output",
+        "      # appended to the log above.",
+    ] {
+        lines.push(line.to_string());
+    }
     if let Some(fed) = argv.iter().find(|arg| is_descriptor_path(arg)) {
-        say(format!(
+        lines.push(format!(
             "      # DECIDE: it reads '{}', a file descriptor its parent opened: a restart",
             inert(fed)
         ));
-        say("      # cannot read it again. Save the script to a file and run that instead.".into());
+        lines.push(
+            "      # cannot read it again. Save the script to a file and run that instead.".into(),
+        );
     }
     let quoted: Vec<String> = argv.iter().map(|arg| yaml_quoted(arg)).collect();
-    say(format!("      command: [{}]", quoted.join(", ")));
+    lines.push(format!("      command: [{}]", quoted.join(", ")));
     match path_text(&portrait.cwd.path) {
         Some(cwd) => {
             if portrait.cwd.deleted {
-                say(
+                lines.push(
                     "      # Its working folder was deleted since it started: make it again, or"
                         .into(),
                 );
-                say("      # choose another.".into());
+                lines.push("      # choose another.".into());
             }
-            say(format!("      cwd: {}", yaml_quoted(&cwd)));
+            lines.push(format!("      cwd: {}", yaml_quoted(&cwd)));
         }
-        None => {
-            say("      # Its working folder's name is not UTF-8 text: write 'cwd:' by hand.".into())
-        }
+        None => lines.push(
+            "      # Its working folder's name is not UTF-8 text: write 'cwd:' by hand.".into(),
+        ),
     }
     let mut text = lines.join("\n");
     text.push('\n');
     Ok(text)
+}
+
+/// `text` as comment lines at `indent`, wrapped at spaces to stay within a screen's width.
+fn comment(lines: &mut Vec<String>, indent: &str, text: &str) {
+    const WIDTH: usize = 92;
+    let mut line = format!("{indent}#");
+    for word in text.split(' ').filter(|word| !word.is_empty()) {
+        if line.chars().count() + 1 + word.chars().count() > WIDTH && line.len() > indent.len() + 1
+        {
+            lines.push(std::mem::replace(&mut line, format!("{indent}#")));
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    if line.len() > indent.len() + 1 {
+        lines.push(line);
+    }
 }
 
 /// A user name the jobs file takes as it is.
@@ -383,7 +580,7 @@ fn output_words(output: &Output) -> String {
                 ""
             }
         ),
-        Output::Terminal(tty) => format!("a terminal ('{}')", tty.display()),
+        Output::Terminal(tty) => format!("a terminal ('{}')", inert(&tty.display().to_string())),
         Output::Null => "/dev/null (thrown away)".to_string(),
         Output::Pipe(what) => format!("a pipe or socket ('{}')", inert(what)),
         Output::Other(what) => format!("'{}', not a file", inert(what)),
@@ -391,120 +588,308 @@ fn output_words(output: &Output) -> String {
     }
 }
 
-/// The `log:` key and its comments: the regular file fd 1 (else fd 2) writes to; when
-/// neither is a file, a log in its working folder that a restart will write.
-fn log_lines(portrait: &Portrait, id: &str) -> Vec<String> {
-    fn file(output: &Output) -> Option<(String, &Target)> {
-        match output {
-            Output::File(target) => path_text(&target.path).map(|p| (p, target)),
-            _ => None,
+/// The log adopt proposes, and what the comments above it say about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogChoice {
+    /// The path for `log:`.
+    pub path: String,
+    /// The comment lines above it, indented and marked, ready to print.
+    pub notes: Vec<String>,
+    /// The preset that reads progress from the log's last frames, and the frame it read.
+    pub progress: Option<(&'static str, String)>,
+}
+
+/// A regular file a job's output goes into, and who holds it open.
+struct Written {
+    /// The process that writes it (the job, or the `tee` its output goes through) and the
+    /// descriptor it writes it on.
+    holder: u32,
+    fd: u32,
+    holder_started: Option<DateTime<Utc>>,
+    file: Target,
+    /// What the job sends there: "standard output", "standard error", or both.
+    which: &'static str,
+    /// The processes its output goes through on its way, as "process N ('tee t.log')".
+    through: Vec<String>,
+}
+
+/// The `log:` for `portrait` and its comments: the regular file fd 1 (else fd 2) writes to,
+/// else the file the pipe they go into ends in (a `tee`'s), under the log's own name when a
+/// rotation renamed it; when there is none, a log in its working folder that a restart will
+/// write.
+pub fn choose_log(portrait: &Portrait, id: &str) -> LogChoice {
+    let Some(written) = output_file(portrait) else {
+        let folder = path_text(&portrait.cwd.path)
+            .filter(|cwd| cwd != "/" && !portrait.cwd.deleted)
+            .unwrap_or_else(|| "/tmp".to_string());
+        let path = PathBuf::from(folder).join(format!("{id}.log"));
+        let mut notes = vec![format!(
+            "    # Its standard output goes to {}, and its standard error to {}:",
+            output_words(&portrait.stdout),
+            output_words(&portrait.stderr)
+        )];
+        for line in [
+            "    # no file holds what it prints, so mihari sees no progress from it now. This",
+            "    # log is 'missing' until a restart under 'mihari run' appends its output here;",
+            "    # DECIDE: where that log should be.",
+        ] {
+            notes.push(line.to_string());
         }
-    }
-    let mut lines = Vec::new();
-    let (stdout, stderr) = (&portrait.stdout, &portrait.stderr);
-    let out = file(stdout).map(|(p, t)| (p, t, "standard output"));
-    let err = file(stderr).map(|(p, t)| (p, t, "standard error"));
-    let progress_of = |chosen: &Option<(String, &Target, &str)>| {
-        chosen
-            .as_ref()
-            .and_then(|(path, _, _)| printed_progress(Path::new(path)))
+        return LogChoice {
+            path: path.display().to_string(),
+            notes,
+            progress: None,
+        };
     };
-    // Two files: the one it prints progress to (tqdm writes to standard error), else the one
-    // written last, else standard output.
-    let (chosen, progress) = match (&out, &err) {
-        (Some(_), Some(_)) if stdout != stderr => {
-            let (out_progress, err_progress) = (progress_of(&out), progress_of(&err));
-            let err_first = match (&out_progress, &err_progress) {
-                (None, Some(_)) => true,
-                (Some(_), _) => false,
-                (None, None) => {
-                    written_at(&err.as_ref().expect("a file").0)
-                        > written_at(&out.as_ref().expect("a file").0)
-                }
-            };
-            if err_first {
-                (err, err_progress)
-            } else {
-                (out, out_progress)
-            }
-        }
-        _ => {
-            let chosen = out.or(err);
-            let progress = progress_of(&chosen);
-            (chosen, progress)
-        }
-    };
-    match chosen {
-        Some((path, target, which)) => {
-            if stdout == stderr {
-                lines.push("    # Its standard output and error both go to this file.".to_string());
-            } else {
-                lines.push(format!("    # Its {which} goes to this file."));
-                let (other, other_output) = if which == "standard output" {
-                    ("standard error", stderr)
+    let open_path = path_text(&written.file.path).unwrap_or_default();
+    let open = inert(&open_path);
+    let (path, notes) = match rotated_away(&written) {
+        Some((log, read)) => {
+            let log_text = inert(&log.display().to_string());
+            let mut notes = output_notes(portrait, &written, &format!("'{open}'"));
+            let mut words = format!(
+                "That file{} was renamed by a rotation of the log '{log_text}' while it ran \
+                 (renamed, and a new one made), and it still writes into the renamed file.",
+                if written.file.deleted {
+                    ", deleted since,"
                 } else {
-                    ("standard output", stdout)
-                };
-                lines.push(format!(
-                    "    # Its {other} goes to {}: mihari reads one log; choose the one where it",
-                    output_words(other_output)
+                    ""
+                }
+            );
+            if written.file.deleted {
+                words.push_str(
+                    " mihari cannot see what it writes there: it will look STALLED until it \
+                     is restarted.",
+                );
+            } else if read {
+                words.push_str(&format!(
+                    " mihari reads a rotated log as such (the newest write of '{log_text}' \
+                     and of '{open}'), so the log is '{log_text}'; the next rotation moves \
+                     its file out of sight."
                 ));
-                lines.push("    # reports progress (tqdm writes to standard error).".to_string());
-            }
-            if target.deleted {
-                lines.push(
-                    "    # The file was deleted since it was opened: the process writes into a"
-                        .to_string(),
-                );
-                lines.push(
-                    "    # file with no name, and this path is 'missing' until a restart makes it."
-                        .to_string(),
-                );
-            }
-            lines.push(format!("    log: {}", yaml_quoted(&path)));
-            if let Some((preset, frame)) = progress {
-                lines.push(format!(
-                    "    # DECIDE: its log prints progress that preset '{preset}' reads, as in"
+            } else {
+                words.push_str(&format!(
+                    " mihari reads '{log_text}' and its last rotation, not '{open}': it will \
+                     look STALLED until it is restarted."
                 ));
-                lines.push(format!("    #   {frame}"));
-                lines.push(
-                    "    # keep log_progress if that is its progress, or write a pattern (README)."
-                        .to_string(),
-                );
-                lines.push("    log_progress:".to_string());
-                lines.push(format!("      preset: {preset}"));
             }
+            words.push_str(
+                " DECIDE: rotate this log with copytruncate, or restart it under 'mihari run', \
+                 which opens the log again after a rotation.",
+            );
+            comment(&mut notes, "    ", &words);
+            (log.display().to_string(), notes)
         }
         None => {
-            let folder = path_text(&portrait.cwd.path)
-                .filter(|cwd| cwd != "/" && !portrait.cwd.deleted)
-                .unwrap_or_else(|| "/tmp".to_string());
-            let log = PathBuf::from(folder).join(format!("{id}.log"));
-            lines.push(format!(
-                "    # Its standard output goes to {}, and its standard error to {}:",
-                output_words(stdout),
-                output_words(stderr)
-            ));
-            lines.push(
-                "    # no file holds what it prints, so mihari sees no progress from it now. This"
-                    .to_string(),
-            );
-            lines.push(
-                "    # log is 'missing' until a restart under 'mihari run' appends its output here;"
-                    .to_string(),
-            );
-            lines.push("    # DECIDE: where that log should be.".to_string());
-            lines.push(format!(
-                "    log: {}",
-                yaml_quoted(&log.display().to_string())
-            ));
+            let mut notes = output_notes(portrait, &written, "this file");
+            if written.file.deleted {
+                for line in [
+                    "    # The file was deleted since it was opened: the process writes into a",
+                    "    # file with no name, and this path is 'missing' until a restart makes it.",
+                ] {
+                    notes.push(line.to_string());
+                }
+            }
+            (open_path, notes)
         }
+    };
+    let progress = printed_progress(Path::new(&path));
+    LogChoice {
+        path,
+        notes,
+        progress,
+    }
+}
+
+/// The `log:` key, its comments and its `log_progress`.
+fn log_lines(log: &LogChoice) -> Vec<String> {
+    let mut lines = log.notes.clone();
+    lines.push(format!("    log: {}", yaml_quoted(&log.path)));
+    if let Some((preset, frame)) = &log.progress {
+        lines.push(format!(
+            "    # DECIDE: its log prints progress that preset '{preset}' reads, as in"
+        ));
+        lines.push(format!("    #   {frame}"));
+        lines.push(
+            "    # keep log_progress if that is its progress, or write a pattern (README)."
+                .to_string(),
+        );
+        lines.push("    log_progress:".to_string());
+        lines.push(format!("      preset: {preset}"));
     }
     lines
 }
 
+/// The regular file the job's output goes into: its own standard output or error (of two
+/// files, the one a preset reads progress from, tqdm writing to standard error, else the one
+/// written last), else the file the pipe they go into ends in.
+fn output_file(portrait: &Portrait) -> Option<Written> {
+    let (stdout, stderr) = (&portrait.stdout, &portrait.stderr);
+    let own = |output: &Output, fd: u32, which: &'static str| match output {
+        Output::File(target) if path_text(&target.path).is_some() => Some(Written {
+            holder: portrait.pid,
+            fd,
+            holder_started: portrait.started_at,
+            file: target.clone(),
+            which,
+            through: Vec::new(),
+        }),
+        _ => None,
+    };
+    match (
+        own(stdout, 1, "standard output"),
+        own(stderr, 2, "standard error"),
+    ) {
+        (Some(out), Some(err)) if stdout != stderr => {
+            let progress_of = |w: &Written| printed_progress(&w.file.path);
+            let err_first = match (progress_of(&out), progress_of(&err)) {
+                (None, Some(_)) => true,
+                (Some(_), _) => false,
+                (None, None) => written_at(&err.file.path) > written_at(&out.file.path),
+            };
+            Some(if err_first { err } else { out })
+        }
+        (Some(out), _) => Some(out),
+        (None, Some(err)) => Some(err),
+        (None, None) => {
+            // Through a pipe: standard output first; standard error when it is another pipe.
+            let mut carried = carried_through(stdout, "standard output");
+            if carried.is_none() && stderr != stdout {
+                carried = carried_through(stderr, "standard error");
+            }
+            carried
+        }
+    }
+}
+
+/// The comments on where the job's outputs go, `here` naming the file [`output_file`] chose.
+fn output_notes(portrait: &Portrait, written: &Written, here: &str) -> Vec<String> {
+    let (stdout, stderr) = (&portrait.stdout, &portrait.stderr);
+    let mut notes = Vec::new();
+    let other = if written.which == "standard output" {
+        ("standard error", stderr)
+    } else {
+        ("standard output", stdout)
+    };
+    if !written.through.is_empty() {
+        let (which, go, them) = if stdout == stderr {
+            ("standard output and error", "go", "them")
+        } else {
+            (written.which, "goes", "it")
+        };
+        comment(
+            &mut notes,
+            "    ",
+            &format!(
+                "Its {which} {go} through a pipe to {}, which writes {them} into {here}. A \
+                 restart under 'mihari run' appends its output to this log itself.",
+                written.through.join(", then "),
+            ),
+        );
+        if stdout != stderr {
+            comment(
+                &mut notes,
+                "    ",
+                &format!("Its {} goes to {}.", other.0, output_words(other.1)),
+            );
+        }
+    } else if stdout == stderr {
+        comment(
+            &mut notes,
+            "    ",
+            &format!("Its standard output and error both go to {here}."),
+        );
+    } else {
+        comment(
+            &mut notes,
+            "    ",
+            &format!(
+                "Its {} goes to {here}. Its {} goes to {}: mihari reads one log; choose the \
+                 one where it reports progress (tqdm writes to standard error).",
+                written.which,
+                other.0,
+                output_words(other.1)
+            ),
+        );
+    }
+    notes
+}
+
+/// The file an output that goes into a pipe ends in: the file the process reading the pipe
+/// was told to write (`tee t.log`), else its standard output when that is a file (`grep x >
+/// t.log`), else on through the next pipe (`ts | tee t.log`), up to [`PIPE_HOPS`] pipes.
+fn carried_through(output: &Output, which: &'static str) -> Option<Written> {
+    let Output::Pipe(first) = output else {
+        return None;
+    };
+    let mut pipe = first.clone();
+    let mut through = Vec::new();
+    for _ in 0..PIPE_HOPS {
+        if !pipe.starts_with("pipe:") {
+            return None;
+        }
+        let reader = pipeline_member(&inspect::pipe_ends(&pipe).readers)?;
+        let portrait = inspect::inspect(reader).ok()?;
+        through.push(format!(
+            "process {reader} ('{}')",
+            shown_argv(&portrait.argv)
+        ));
+        let file = match (portrait.written.iter().find(|w| w.named), &portrait.stdout) {
+            (Some(named), _) => Some((named.fd, named.file.clone())),
+            (None, Output::File(target)) => Some((1, target.clone())),
+            _ => None,
+        };
+        if let Some((fd, file)) = file.filter(|(_, file)| path_text(&file.path).is_some()) {
+            return Some(Written {
+                holder: reader,
+                fd,
+                holder_started: portrait.started_at,
+                file,
+                which,
+                through,
+            });
+        }
+        match &portrait.stdout {
+            Output::Pipe(next) => pipe = next.clone(),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// When the file was renamed by a rotation while its writer ran (logrotate's rename +
+/// create, `RotatingFileHandler`): the log it belongs to — a regular file now, another one,
+/// made since the writer started — and whether mihari reads the renamed file as that log's
+/// rotated predecessor. A file merely named like a rotation (`run.log.2` chosen by hand,
+/// with an older `run.log` beside it) is not one.
+fn rotated_away(written: &Written) -> Option<(PathBuf, bool)> {
+    use std::os::unix::fs::MetadataExt;
+    let log = rotation::rotated_from(&written.file.path)?;
+    let meta = crate::probe::safe_open::look(&log, crate::probe::safe_open::Role::Log).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    if let Ok(open) = std::fs::metadata(format!("/proc/{}/fd/{}", written.holder, written.fd))
+        && (open.dev(), open.ino()) == (meta.dev(), meta.ino())
+    {
+        return None;
+    }
+    let made: DateTime<Utc> = meta.created().or_else(|_| meta.modified()).ok()?.into();
+    // The start is known to the second: a log made a moment before it is not newer.
+    if let Some(started) = written.holder_started
+        && made < started - chrono::Duration::seconds(1)
+    {
+        return None;
+    }
+    let today = chrono::Local::now().date_naive();
+    let read =
+        !written.file.deleted && rotation::predecessors(&log, today).contains(&written.file.path);
+    Some((log, read))
+}
+
 /// The preset (tqdm first: its frames also hold a fraction and a percent) that reads progress
-/// from what the log at `path` printed last, and the frame it read, inert and short.
+/// from what the log at `path` printed last (or, just after a rotation, its predecessor), and
+/// the frame it read, inert and short.
 fn printed_progress(path: &Path) -> Option<(&'static str, String)> {
     let mut reader = crate::probe::log_progress::LogProgressReader::default();
     [
@@ -514,7 +899,7 @@ fn printed_progress(path: &Path) -> Option<(&'static str, String)> {
     ]
     .into_iter()
     .find_map(|(spec, name)| match reader.read(path, &spec) {
-        Reading::Found(found) if found.from.is_none() => {
+        Reading::Found(found) => {
             let frame: String = found.frame.trim().chars().take(72).collect();
             Some((name, frame))
         }
@@ -523,7 +908,7 @@ fn printed_progress(path: &Path) -> Option<(&'static str, String)> {
 }
 
 /// When the file at `path` was last written; the epoch when it cannot be told.
-fn written_at(path: &str) -> std::time::SystemTime {
+fn written_at(path: &Path) -> std::time::SystemTime {
     std::fs::metadata(path)
         .and_then(|meta| meta.modified())
         .unwrap_or(std::time::UNIX_EPOCH)
@@ -612,12 +997,59 @@ mod tests {
             "bell\u{7}",
             "",
             "*alias &anchor !tag %dir @at `tick` {a: b} [1]",
+            "invoice\u{202e}fdp.exe",
+            "\u{200e}\u{200f}\u{202a}\u{202b}\u{202c}\u{202d}\u{2066}\u{2067}\u{2068}\u{2069}",
+            "line\u{2028}sep\u{2029}para",
         ] {
             let yaml = format!("value: {}\n", yaml_quoted(text));
+            assert!(
+                !yaml.chars().any(is_bidi_control),
+                "a bidi control or line separator is printed as it is: {yaml:?}"
+            );
             let read: std::collections::BTreeMap<String, String> =
                 serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
             assert_eq!(read["value"], text, "{yaml}");
         }
+    }
+
+    #[test]
+    fn an_interpreter_is_matched_in_any_folder_and_version_and_its_arguments_exactly() {
+        let words = |text: &str| text.split(' ').map(str::to_string).collect::<Vec<_>>();
+        // (the argv adopted, a command line, whether the pattern finds it)
+        let rows = [
+            (
+                "/home/u/.pyenv/versions/3.11.7/bin/python3 t.py",
+                "python3 t.py",
+                true,
+            ),
+            (
+                "/srv/app/.venv/bin/python t.py",
+                "/usr/bin/python3.11 t.py",
+                true,
+            ),
+            ("python3 t.py", "/srv/app/.venv/bin/python t.py", true),
+            ("python3 t.py --lr 1", "python3 t.py --lr 2", false),
+            ("python3 t.py", "python3 t.py --resume", false),
+            ("python3 t.py", "sh -c python3 t.py", false),
+            ("python3 t.py", "/usr/bin/python3-config t.py", false),
+            ("python3 t.py", "python3 xt.py", false),
+            ("/usr/bin/bash run.sh", "bash run.sh", true),
+            ("/usr/bin/bash run.sh", "/usr/bin/dash run.sh", false),
+            ("/opt/tool/collect --all", "/opt/tool/collect --all", true),
+            ("/opt/tool/collect --all", "collect --all", false),
+        ];
+        for (adopted, seen, found) in rows {
+            let pattern = process_pattern(&words(adopted));
+            let regex = regex::Regex::new(&pattern).unwrap();
+            assert!(
+                regex.is_match(adopted),
+                "{pattern} misses its own {adopted}"
+            );
+            assert_eq!(regex.is_match(seen), found, "{pattern} on {seen}");
+        }
+        // A program whose folder has a space in it is matched exactly.
+        let spaced = vec!["/opt/my app/python3".to_string(), "t.py".to_string()];
+        assert_eq!(process_pattern(&spaced), exact_pattern(&spaced));
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! outside mihari. Any of them can carry escape sequences that retitle the terminal, clear
 //! the screen, or reorder text with bidirectional overrides. [`inert`] is the one gate every
 //! such string passes: colour and control sequences are dropped whole, other controls are
-//! made visible as control pictures (␛, ␇, ␊...), bidi controls become '�', and a pile of
-//! combining marks is cut to [`MAX_MARKS`] per character. It must never let a control byte
-//! through; it must not allocate more than the input needs.
+//! made visible as control pictures (␛, ␇, ␊...), bidi controls and the Unicode line and
+//! paragraph separators become '�', and a pile of combining marks is cut to [`MAX_MARKS`]
+//! per character. It must never let a control byte through; it must not allocate more than
+//! the input needs.
 
 use unicode_width::UnicodeWidthChar;
 
@@ -28,7 +29,9 @@ pub const MAX_MARKS: usize = 2;
 ///   of the text when unterminated: their payload is never shown, never interpreted.
 /// - Any other ESC is shown as '␛' followed by the next character as plain text.
 /// - Other C0 controls and DEL become their control pictures (U+2400..); tab becomes a space.
-/// - Other C1 controls, bidirectional embeddings, overrides and isolates become '�'.
+/// - Other C1 controls, bidirectional marks, embeddings, overrides and isolates, and the
+///   line and paragraph separators (U+2028, U+2029: a line break to YAML 1.1 and to some
+///   terminals) become '�'.
 /// - Past [`MAX_MARKS`] combining marks in a row on one character, the rest are dropped.
 pub fn inert(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
@@ -154,10 +157,20 @@ fn is_c1(c: char) -> bool {
     ('\u{80}'..='\u{9f}').contains(&c)
 }
 
-fn is_bidi_control(c: char) -> bool {
+/// A character that reorders or breaks the text around it without being seen: the
+/// bidirectional marks, embeddings, overrides and isolates (U+202E makes 'txt.exe' read
+/// 'exe.txt'), and the line and paragraph separators. Nothing that shows text a job wrote
+/// may pass one on as it is.
+pub fn is_bidi_control(c: char) -> bool {
     matches!(
         c,
-        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        '\u{061c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{2028}'
+            | '\u{2029}'
     )
 }
 
@@ -280,5 +293,19 @@ mod tests {
     fn bidi_overrides_cannot_reorder_text() {
         assert_eq!(inert("invoice\u{202e}fdp.exe"), "invoice�fdp.exe");
         assert!(is_inert(&inert("\u{2066}x\u{2069}")));
+    }
+
+    /// A line separator is a line break to a YAML 1.1 reader and to some terminals: a
+    /// comment holding one would end there and what follows would be read, or drawn, as a
+    /// line of its own.
+    #[test]
+    fn line_and_paragraph_separators_cannot_break_a_line() {
+        assert_eq!(inert("a\u{2028}key: b\u{2029}c"), "a�key: b�c");
+        assert!(!is_inert("a\u{2028}b"));
+        for c in [
+            '\u{200e}', '\u{200f}', '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}',
+        ] {
+            assert!(is_bidi_control(c), "{c:?}");
+        }
     }
 }

@@ -1,16 +1,18 @@
 //! One running process, looked at whole, for `mihari adopt`: its argv, working folder, owner,
 //! program, start time and where its standard output and error go.
 //!
-//! This module owns reading `/proc/<pid>/{stat,cmdline,cwd,exe,status,fd/1,fd/2}` for a process
-//! the operator names, and telling apart a process that is not there (or is a zombie, or a
-//! kernel thread with no argv) from one the system will not let this user inspect. It never
-//! signals, opens or writes anything of the process's: an output is judged by `stat` through
+//! This module owns reading `/proc/<pid>/{stat,cmdline,cwd,exe,status,fd,fdinfo}` for a
+//! process the operator names, and telling apart a process that is not there (or is a
+//! zombie, or a kernel thread with no argv) from one the system will not let this user
+//! inspect; and finding the processes on the other end of a pipe its output goes into (the
+//! `tee` of `python3 t.py | tee t.log`, or the producer a `tee` copies). It never signals,
+//! opens or writes anything of the process's: an output is judged by `stat` through
 //! `/proc/<pid>/fd/N` (the open file itself, whatever its name says now), never opened. It
 //! does not decide what the operator should write in a jobs file: `cli::adopt` does.
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
@@ -34,11 +36,46 @@ pub struct Portrait {
     /// Effective uid and its user name, when it has one.
     pub uid: u32,
     pub user: Option<String>,
+    /// Its parent: a pipeline's member whose parent also writes into the pipe is not the
+    /// pipeline's own member but that one's child.
+    pub ppid: u32,
     pub start_ticks: u64,
     pub started_at: Option<DateTime<Utc>>,
-    /// Standard output (fd 1) and standard error (fd 2).
+    /// Standard input (fd 0), standard output (fd 1) and standard error (fd 2).
+    pub stdin: Output,
     pub stdout: Output,
     pub stderr: Output,
+    /// The regular files it holds open for writing on its other descriptors (3 and up), in
+    /// descriptor order: where a `tee` copies what it reads.
+    pub written: Vec<WrittenFile>,
+}
+
+/// A regular file a process holds open for writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub fd: u32,
+    pub file: Target,
+    /// Its command line names it (`tee -a t.log`): the file it was told to write, not one it
+    /// opened for itself.
+    pub named: bool,
+}
+
+/// The processes whose standard descriptors are on one pipe: those that write into it (fd 1
+/// or 2) and those that read it (fd 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PipeEnds {
+    pub writers: Vec<PipeEnd>,
+    pub readers: Vec<PipeEnd>,
+    /// Processes whose descriptors this user may not look at: one may be on the pipe.
+    pub unseen: usize,
+}
+
+/// One process on a pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipeEnd {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start_ticks: u64,
 }
 
 /// A path a process holds open by a link in `/proc` (its cwd, an open file).
@@ -128,8 +165,11 @@ pub fn inspect(pid: u32) -> Result<Portrait, Refusal> {
         Ok(target) => target,
         Err(error) => return Err(denied(pid, user.as_deref(), &error.to_string())),
     };
+    let stdin = output(pid, 0).map_err(|e| denied(pid, user.as_deref(), &e.to_string()))?;
     let stdout = output(pid, 1).map_err(|e| denied(pid, user.as_deref(), &e.to_string()))?;
     let stderr = output(pid, 2).map_err(|e| denied(pid, user.as_deref(), &e.to_string()))?;
+    let written =
+        written_files(pid, &argv).map_err(|e| denied(pid, user.as_deref(), &e.to_string()))?;
     let exe = link(pid, "exe").ok().map(|target| target.path);
     Ok(Portrait {
         pid,
@@ -138,11 +178,137 @@ pub fn inspect(pid: u32) -> Result<Portrait, Refusal> {
         exe,
         uid,
         user,
+        ppid: stat.ppid,
         start_ticks: stat.start_ticks,
         started_at: proc::start_wall(stat.start_ticks).ok(),
+        stdin,
         stdout,
         stderr,
+        written,
     })
+}
+
+/// The regular files `pid` holds open for writing on descriptors 3 and up (its `fdinfo`
+/// flags say how each was opened), each told whether its argv names it. A process that
+/// exits meanwhile holds none.
+fn written_files(pid: u32, argv: &[Vec<u8>]) -> io::Result<Vec<WrittenFile>> {
+    let listing = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(listing) => listing,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    let mut fds: Vec<u32> = listing
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    fds.sort_unstable();
+    // The files its arguments name, by identity: `t.log` relative to its working folder is
+    // the same file as the '/srv/t.log' its descriptor shows.
+    let named: Vec<(u64, u64)> = argv
+        .iter()
+        .skip(1)
+        .take(64)
+        .filter_map(|arg| {
+            use std::os::unix::ffi::OsStrExt;
+            let arg = Path::new(std::ffi::OsStr::from_bytes(arg));
+            let path = if arg.is_absolute() {
+                arg.to_path_buf()
+            } else {
+                Path::new(&format!("/proc/{pid}/cwd")).join(arg)
+            };
+            std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+        })
+        .collect();
+    let mut written = Vec::new();
+    for fd in fds {
+        let Ok(file) = link(pid, &format!("fd/{fd}")) else {
+            continue;
+        };
+        if !file.path.is_absolute() {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
+            continue;
+        };
+        if !meta.file_type().is_file() || !open_for_writing(pid, fd) {
+            continue;
+        }
+        written.push(WrittenFile {
+            fd,
+            file,
+            named: named.contains(&(meta.dev(), meta.ino())),
+        });
+    }
+    Ok(written)
+}
+
+/// Whether descriptor `fd` of `pid` was opened to write (`O_WRONLY` or `O_RDWR` in the
+/// octal `flags:` of its fdinfo).
+fn open_for_writing(pid: u32, fd: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("flags:"))
+                .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        })
+        .is_some_and(|flags| flags & 0o3 != 0)
+}
+
+/// The processes with a standard descriptor on `pipe` (as the kernel names it,
+/// 'pipe:[4242]'): one walk of `/proc`, this process left out. A process whose descriptors
+/// cannot be looked at is counted in `unseen`, never taken as off the pipe.
+pub fn pipe_ends(pipe: &str) -> PipeEnds {
+    let mut ends = PipeEnds::default();
+    let me = std::process::id();
+    let Ok(listing) = std::fs::read_dir("/proc") else {
+        ends.unseen += 1;
+        return ends;
+    };
+    for entry in listing.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let on_pipe = |fd: u32| match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+            Ok(target) => Ok(target.as_os_str() == pipe),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(error) if error.kind() == io::ErrorKind::PermissionDenied => Err(()),
+            Err(_) => Ok(false),
+        };
+        let (reads, writes) = match (on_pipe(0), on_pipe(1), on_pipe(2)) {
+            (Ok(reads), Ok(out), Ok(err)) => (reads, out || err),
+            _ => {
+                ends.unseen += 1;
+                continue;
+            }
+        };
+        if !reads && !writes {
+            continue;
+        }
+        let ProcLookup::Running(stat) = proc::lookup(pid) else {
+            continue;
+        };
+        let end = PipeEnd {
+            pid,
+            ppid: stat.ppid,
+            start_ticks: stat.start_ticks,
+        };
+        if reads {
+            ends.readers.push(end);
+        }
+        if writes {
+            ends.writers.push(end);
+        }
+    }
+    ends
 }
 
 /// The refusal for a process this user may not inspect, saying what to do.

@@ -177,6 +177,23 @@ pub fn predecessors(log: &Path, today: chrono::NaiveDate) -> Vec<PathBuf> {
     names
 }
 
+/// The log a file a rotation renamed belongs to, by the name the rotation gave it: `NAME.N`
+/// (logrotate's numbered generations, `RotatingFileHandler`'s backups) and `NAME-YYYYMMDD`
+/// (logrotate's `dateext`) are files of `NAME`; `None` for any other name. The inverse of
+/// [`predecessors`], older generations included (`NAME.2`, which [`LogMemory`] does not
+/// read): whether a file so named was really rotated is for the caller to tell.
+pub fn rotated_from(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, suffix) = name
+        .rsplit_once('.')
+        .filter(|(_, n)| (1..=4).contains(&n.len()))
+        .or_else(|| name.rsplit_once('-').filter(|(_, date)| date.len() == 8))?;
+    if stem.is_empty() || !suffix.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(path.with_file_name(stem))
+}
+
 /// "'/srv/app/logs/colect.log' does not exist", and "(nor does its folder '/srv/app/logz')"
 /// when the folder is missing too: a typo in a folder name is the likelier one then.
 fn missing_words(path: &Path) -> String {
@@ -214,6 +231,28 @@ mod tests {
                 "/srv/app.log-20261130.gz",
             ]
         );
+    }
+
+    #[test]
+    fn a_rotated_name_belongs_to_its_log() {
+        for (rotated, log) in [
+            ("/srv/app.log.1", Some("/srv/app.log")),
+            ("/srv/app.log.2", Some("/srv/app.log")),
+            ("/srv/app.log.12", Some("/srv/app.log")),
+            ("/srv/app.log-20261201", Some("/srv/app.log")),
+            ("/srv/app-20261201", Some("/srv/app")),
+            ("/srv/app.log", None),
+            ("/srv/app.log.1.gz", None),
+            ("/srv/run-2", None),
+            ("/srv/.1", None),
+            ("/srv/app.log.x1", None),
+        ] {
+            assert_eq!(
+                rotated_from(Path::new(rotated)),
+                log.map(PathBuf::from),
+                "{rotated}"
+            );
+        }
     }
 
     #[test]
