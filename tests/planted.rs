@@ -772,3 +772,137 @@ fn a_marker_another_user_planted_in_a_sticky_folder_is_a_fault_naming_its_owner(
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hardening, round three, item 2: a jobs file or a fleet file another user owns
+
+/// Runs `command` bounded by [`HANG`], as [`mihari`] does.
+fn said_by(command: &mut Command, what: &str) -> Said {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mihari");
+    wait_bounded(&mut child, &[what]);
+    let output = child.wait_with_output().expect("collect its output");
+    Said {
+        code: output.status.code(),
+        out: format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
+#[test]
+fn a_jobs_file_another_user_owns_is_refused_however_it_is_named_and_runs_nothing() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let cache = sandbox.folder("cache", 0o700, None);
+    let ran = sandbox.path("ran");
+    let theirs = shared.join("jobs.yaml");
+    fs::write(
+        &theirs,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n  - id: j\n    lock: {}\n    log: {}\n    \
+             should_run_when: [resource_free]\n    checks:\n      - name: c\n        \
+             command: [touch, {}]\n",
+            sandbox.path("state").display(),
+            sandbox.path("job.lock").display(),
+            sandbox.path("job.log").display(),
+            ran.display()
+        ),
+    )
+    .expect("write their jobs file");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let link = sandbox.path("mine.yaml");
+    std::os::unix::fs::symlink(&theirs, &link).expect("symlink");
+    let run = |config: &Path, by_env: bool, args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .env("XDG_CACHE_HOME", &cache)
+            .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0");
+        if by_env {
+            command.env("MIHARI_CONFIG", config);
+        } else {
+            command
+                .env_remove("MIHARI_CONFIG")
+                .arg("--config")
+                .arg(config);
+        }
+        said_by(command.args(args), "a jobs file")
+    };
+    // Cached as the operator's own first: the kept parse must not outlive the owner's change.
+    let said = run(&theirs, false, &["check"]);
+    assert_ne!(said.code, Some(3), "the operator's own file:\n{}", said.out);
+    let _ = fs::remove_file(&ran);
+    nix::unistd::chown(&theirs, Some(other.0), Some(other.1)).expect("chown");
+    for (config, by_env, how) in [
+        (&theirs, false, "--config with their file"),
+        (&link, false, "--config with a link to it"),
+        (&link, true, "$MIHARI_CONFIG with a link to it"),
+    ] {
+        for args in [&["check"][..], &["watch", "--once"], &["events"]] {
+            let said = run(config, by_env, args);
+            let what = format!("{how}, mihari {args:?}");
+            assert!(
+                !ran.exists(),
+                "{what}: their check command ran:\n{}",
+                said.out
+            );
+            if args[0] != "events" {
+                assert_eq!(said.code, Some(3), "{what}:\n{}", said.out);
+            }
+            assert!(
+                said.out.contains("belongs to user 'mihari-other'"),
+                "{what}: the owner is not named:\n{}",
+                said.out
+            );
+        }
+    }
+}
+
+#[test]
+fn a_fleet_file_another_user_owns_runs_no_ssh_argv() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let ran = sandbox.path("ran");
+    let theirs = shared.join("fleet.yaml");
+    fs::write(
+        &theirs,
+        format!(
+            "hosts:\n  - name: here\n    ssh: [sh, -c, 'touch {}', sh]\n",
+            ran.display()
+        ),
+    )
+    .expect("write their fleet file");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+    nix::unistd::chown(&theirs, Some(other.0), Some(other.1)).expect("chown");
+    let link = sandbox.path("fleet.yaml");
+    std::os::unix::fs::symlink(&theirs, &link).expect("symlink");
+    for fleet in [&theirs, &link] {
+        let mut command = Command::new(BIN);
+        command
+            .arg("fleet")
+            .arg("--fleet")
+            .arg(fleet)
+            .args(["check", "--json"]);
+        let said = said_by(&mut command, "fleet check");
+        assert!(
+            !ran.exists(),
+            "{}: their ssh argv ran:\n{}",
+            fleet.display(),
+            said.out
+        );
+        assert_eq!(said.code, Some(3), "{}", said.out);
+        assert!(
+            said.out.contains("belongs to user 'mihari-other'"),
+            "the owner is not named:\n{}",
+            said.out
+        );
+    }
+}
