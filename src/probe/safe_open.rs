@@ -686,6 +686,25 @@ impl Entry {
         .map_err(io::Error::from)
     }
 
+    /// Renames this name to `to`, unless `to` names something (a file made there meanwhile is
+    /// never replaced). Where the filesystem has no `RENAME_NOREPLACE`, a hard link and an
+    /// unlink do the same.
+    pub fn rename_noreplace(&self, to: &Entry) -> io::Result<()> {
+        match nix::fcntl::renameat2(
+            &self.folder,
+            self.name.as_os_str(),
+            &to.folder,
+            to.name.as_os_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Err(Errno::EINVAL | Errno::ENOSYS) => {
+                self.link_to(to)?;
+                self.unlink()
+            }
+            other => other.map_err(io::Error::from),
+        }
+    }
+
     /// Gives the file named by `self` the name `to` as well (never following a link).
     pub fn link_to(&self, to: &Entry) -> io::Result<()> {
         nix::unistd::linkat(
