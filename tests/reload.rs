@@ -235,6 +235,78 @@ fn sighup_reloads_the_watcher_and_a_refused_save_is_escalated() {
     assert!(watcher.child.try_wait().unwrap().is_none());
 }
 
+/// A watcher of the jobs file `jobs` started as a child of the test, its stderr in `stderr`.
+fn start_watcher(jobs: &Path, stderr: &Path) -> Watcher {
+    Watcher {
+        child: Command::new(BIN)
+            .arg("--config")
+            .arg(jobs)
+            .arg("watch")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(stderr).unwrap())
+            .spawn()
+            .unwrap(),
+    }
+}
+
+/// Hardening, round three, item 12: 1 of 30 truncate-and-write saves was read while empty
+/// and refused (`config-refused`, a page), and 43 of 100 at 100 saves a second. A real writer
+/// (python, `open(path, 'w')`: truncate, then write) saves two valid files in turn, hundreds
+/// of times, against a running watcher: it loads them, and refuses none.
+#[test]
+fn saves_in_place_as_fast_as_a_script_makes_them_are_never_refused_as_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs.yaml");
+    let state = dir.path().join("state");
+    for id in ["alpha", "beta"] {
+        fs::write(dir.path().join(format!("{id}.log")), "working\n").unwrap();
+    }
+    let one = jobs_file("", &["alpha"]);
+    let two = jobs_file("", &["alpha", "beta"]);
+    fs::write(&jobs, &one).unwrap();
+    fs::set_permissions(&jobs, fs::Permissions::from_mode(0o600)).unwrap();
+    let watcher = start_watcher(&jobs, &dir.path().join("watch.stderr"));
+    wait_until("the watcher starts", Duration::from_secs(20), || {
+        !events(&state, "watcher-started").is_empty()
+    });
+    let saves = 300;
+    let writer = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, time\n\
+             path, one, two, saves = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n\
+             for n in range(saves):\n\
+             \x20   with open(path, 'w') as f:\n\
+             \x20       f.write(two if n % 2 == 0 else one)\n\
+             \x20   time.sleep(0.01)\n",
+        )
+        .arg(&jobs)
+        .arg(&one)
+        .arg(&two)
+        .arg(saves.to_string())
+        .status()
+        .unwrap();
+    assert!(writer.success(), "the writer failed");
+    // The last save is `one`: once it is in force, every save has been read.
+    wait_until("the last save is loaded", Duration::from_secs(20), || {
+        events(&state, "config-reloaded")
+            .last()
+            .and_then(|e| e.reason.clone())
+            .is_some_and(|reason| reason.contains("1 job"))
+    });
+    let reloaded = events(&state, "config-reloaded").len();
+    let refused = events(&state, "config-refused");
+    assert!(
+        refused.is_empty(),
+        "{} of {saves} valid saves were refused ({reloaded} loaded): {:?}",
+        refused.len(),
+        refused.first().and_then(|e| e.reason.clone())
+    );
+    assert!(reloaded > 0, "no save was loaded");
+    drop(watcher);
+}
+
 /// The tracee strace started: its only child.
 fn child_of(parent: u32) -> Option<u32> {
     fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))

@@ -222,6 +222,48 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
+/// How long a refusal of a file just saved waits before the file is read again: a save that
+/// truncates the file and then writes it is empty (or partial) for a moment, and an editor's
+/// save is a few writes.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long, in all, a refused read of a file just saved is tried again before the refusal
+/// stands.
+const SETTLE_FOR: std::time::Duration = std::time::Duration::from_millis(250);
+/// A file changed (its ctime) less than this ago was "just saved".
+const JUST_SAVED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`load`] for a file that was just saved (a reload on a change): a refusal while the file
+/// changed less than [`JUST_SAVED`] ago is read again every [`SETTLE`], for at most
+/// [`SETTLE_FOR`], before it stands — a valid save in place is never refused for the moment
+/// it was empty. A file that stays wrong is refused a quarter of a second later, as it was.
+pub fn load_saved(path: &Path) -> Result<Config, ConfigError> {
+    let started = std::time::Instant::now();
+    loop {
+        match load(path) {
+            Err(_) if started.elapsed() < SETTLE_FOR && just_saved(path) => {
+                std::thread::sleep(SETTLE);
+            }
+            loaded => return loaded,
+        }
+    }
+}
+
+/// Whether the file at `path` changed (content, mode, name) less than [`JUST_SAVED`] ago.
+fn just_saved(path: &Path) -> bool {
+    let Ok(meta) = fs::metadata(path) else {
+        // Gone for a moment: an editor's save renames one file over another.
+        return true;
+    };
+    let changed = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    std::time::SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|ago| ago < JUST_SAVED)
+}
+
 /// Opens the jobs file or the fleet file (`file`) at `path` to be read: through a link (a
 /// jobs file may be one), and only when what was opened is a regular file.
 ///
