@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
-use crate::core::watch::{Brain, Pass, category, paused_digest};
+use crate::core::watch::{Brain, PASS_BEAT_SEC, Pass, category, paused_digest};
 use crate::effect::notify::{Finished, Notice, Notifier};
 use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::textfile::Textfile;
@@ -94,7 +94,7 @@ pub fn run(config: Config, once: bool, interval_sec: u64) -> ExitCode {
                 return ExitCode::from(3);
             }
         };
-        let result = runtime.block_on(watch_forever(config, &mut store));
+        let result = runtime.block_on(watch_forever(config, &mut store, &lock));
         store.append(
             NewEvent::new(Kind::WatcherStopped).reason(format!("pid {}", std::process::id())),
         );
@@ -590,7 +590,11 @@ enum Input {
     Stop,
 }
 
-async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), String> {
+async fn watch_forever(
+    config: Config,
+    store: &mut Recorder,
+    lock: &watch_lock::WatchLock,
+) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
     {
         use tokio::signal::unix::SignalKind;
@@ -637,10 +641,24 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
         .prometheus_textfile
         .as_deref()
         .map(Textfile::new);
+    // When this loop last recorded a pass; `None` until the first.
+    let mut beaten: Option<std::time::Instant> = None;
+    let beat_every = std::time::Duration::from_secs(PASS_BEAT_SEC.unsigned_abs());
     loop {
         let now = Utc::now();
         let decisions;
         (decisions, waits) = watcher.pass(&live, &snapshot, store, now);
+        // Recorded at most every half beat (each is a file event for every reader), and at
+        // least every beat: the deadline below wakes the loop for it.
+        if beaten.is_none_or(|at| at.elapsed() >= beat_every / 2) {
+            if let Err(error) = lock.beat() {
+                eprintln!(
+                    "mihari watch: cannot record a pass on the watch lock ({error}); check \
+                     will call this watcher stuck"
+                );
+            }
+            beaten = Some(std::time::Instant::now());
+        }
         if let Some(textfile) = &mut textfile {
             let _ = textfile.offer(prometheus::exposition(
                 &snapshot,
@@ -673,6 +691,10 @@ async fn watch_forever(config: Config, store: &mut Recorder) -> Result<(), Strin
                 .saturating_duration_since(std::time::Instant::now());
             own = own.min(now + chrono::Duration::from_std(wait).unwrap_or_default());
         }
+        let beat_due = beaten.map_or(std::time::Duration::ZERO, |at| {
+            beat_every.saturating_sub(at.elapsed())
+        });
+        own = own.min(now + chrono::Duration::from_std(beat_due).unwrap_or_default());
         let deadline = engine_deadline.map_or(own, |at| at.min(own));
         let batch = next_batch(&mut inbox, Some(deadline), |i| {
             matches!(i, Input::Trigger(_))

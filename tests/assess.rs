@@ -1422,3 +1422,26 @@ fn a_total_the_table_reports_is_the_expected_total() {
     let got = assess(&declared, &evidence, now());
     assert_eq!(got.expected_total, Some(300), "a declared total wins");
 }
+
+/// The watcher's passes (hardening, round three, item 4): a watcher whose process lived while
+/// its only loop hung in open(2) read as alive. One row per boundary of `stuck_for`: a watcher
+/// that recorded a pass within five minutes passes; past that it is stuck, and says since when;
+/// a last pass ahead of now (a clock stepped back) is not stuck.
+#[test]
+fn a_watcher_is_stuck_only_past_five_minutes_without_a_recorded_pass() {
+    use mihari::core::watch::{PASS_BEAT_SEC, STUCK_AFTER_SEC, stuck_for};
+    // A few missed beats, never one.
+    const { assert!(STUCK_AFTER_SEC >= 4 * PASS_BEAT_SEC) };
+    let rows: &[(&str, f64, Option<i64>)] = &[
+        ("just passed", 0.0, None),
+        ("one beat ago", PASS_BEAT_SEC as f64, None),
+        ("exactly five minutes ago", 300.0, None),
+        ("half a second past five minutes", 300.5, Some(300_500)),
+        ("seven minutes ago: the incident", 420.0, Some(420_000)),
+        ("ahead of now: a clock stepped back", -30.0, None),
+    ];
+    for &(name, secs_ago, stuck_ms) in rows {
+        let got = stuck_for(ago(secs_ago), now()).map(|ago| ago.num_milliseconds());
+        assert_eq!(got, stuck_ms, "{name}");
+    }
+}

@@ -17,7 +17,10 @@
 //! - With the inotify watch limit reached, the folders that could not be watched are named,
 //!   the snapshot says it polls them ("polling ..." first among the notices), a write there
 //!   shows up at the 2 s poll and not before, and once watches can be added again the next
-//!   pass watches the folders and stops polling.
+//!   pass watches the folders and stops polling. The watch limit is per user, and the count
+//!   of root's watches moves whenever another process on the machine adds or drops one: the
+//!   `Live` under test runs as the second test user (`mihari-other`, tests/common/users.rs),
+//!   whose count nothing else touches.
 //!
 //! The last two lower machine-wide sysctls (as root). Each is saved first and restored by a
 //! guard, and lowered only for as long as the `Live` under test takes to set up its inotify
@@ -43,6 +46,9 @@ use mihari::engine::live::{Arrivals, Live};
 use mihari::engine::triggers::{Sink, Trigger};
 use mihari::probe::files::modified_utc;
 use mihari::probe::tail::tail_lines;
+
+#[path = "common/users.rs"]
+mod users;
 
 /// How long a change may take to be reflected before the test fails.
 const PATIENCE: Duration = Duration::from_secs(2);
@@ -149,6 +155,17 @@ impl Sandbox {
 
     fn lock(&self) -> PathBuf {
         self.root.join("run/moving.lock")
+    }
+
+    /// Gives the sandbox and everything in it to user `uid` (group `gid`).
+    fn give_to(&self, uid: u32, gid: u32) {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{gid}"))
+            .arg(&self.root)
+            .status()
+            .expect("chown");
+        assert!(status.success(), "chown -R failed");
     }
 
     fn log(&self) -> PathBuf {
@@ -515,9 +532,59 @@ fn an_inotify_queue_overflow_leads_to_a_full_rescan() {
     }
 }
 
+/// Runs `work` on this thread with the effective user and group `uid` and `gid`, and root's
+/// back after. Raw system calls change this thread's credentials only (the C library's
+/// wrappers would change every thread of the test binary); threads started meanwhile keep
+/// them, as an inotify instance made meanwhile is charged to that user's watch limit.
+fn as_user<T>(uid: u32, gid: u32, work: impl FnOnce() -> T) -> T {
+    /// Puts root back, however `work` ends.
+    struct Back;
+    impl Drop for Back {
+        fn drop(&mut self) {
+            // SAFETY: plain system calls on this thread's credentials; -1 keeps a field.
+            let (user, group) = unsafe {
+                (
+                    libc::syscall(
+                        libc::SYS_setresuid,
+                        -1 as libc::c_long,
+                        0,
+                        -1 as libc::c_long,
+                    ),
+                    libc::syscall(
+                        libc::SYS_setresgid,
+                        -1 as libc::c_long,
+                        0,
+                        -1 as libc::c_long,
+                    ),
+                )
+            };
+            assert!(user == 0 && group == 0, "could NOT become root again");
+        }
+    }
+    // SAFETY: as above; the saved ids stay root's, so root can be taken back.
+    let (group, user) = unsafe {
+        let group = libc::syscall(
+            libc::SYS_setresgid,
+            -1 as libc::c_long,
+            libc::c_long::from(gid),
+            -1 as libc::c_long,
+        );
+        let user = libc::syscall(
+            libc::SYS_setresuid,
+            -1 as libc::c_long,
+            libc::c_long::from(uid),
+            -1 as libc::c_long,
+        );
+        (group, user)
+    };
+    let _back = Back;
+    assert!(group == 0 && user == 0, "cannot become uid {uid}");
+    work()
+}
+
 /// How many inotify watches exist now, as `/proc/*/fdinfo` shows them (the processes this one
-/// can see).
-fn watches_in_use() -> u64 {
+/// can see) in the processes of user `uid`.
+fn watches_in_use(uid: u32) -> u64 {
     let mut count = 0;
     let Ok(processes) = fs::read_dir("/proc") else {
         return 0;
@@ -529,6 +596,11 @@ fn watches_in_use() -> u64 {
             .bytes()
             .all(|b| b.is_ascii_digit())
         {
+            continue;
+        }
+        if fs::metadata(process.path()).map_or(true, |meta| {
+            std::os::unix::fs::MetadataExt::uid(&meta) != uid
+        }) {
             continue;
         }
         let Ok(fds) = fs::read_dir(process.path().join("fdinfo")) else {
@@ -549,16 +621,25 @@ fn watches_in_use() -> u64 {
 #[test]
 fn past_the_watch_limit_unwatched_folders_are_polled_every_2_s() {
     let _serial = one_at_a_time();
+    // The watch limit is per user: the `Live` under test is the second user's (its inotify
+    // instance is made with that user's credentials, on this thread only), whose watches
+    // nothing else on the machine adds or drops, so "its watches in use + 1" holds whatever
+    // root's other processes do meanwhile.
+    let Some((uid, gid)) = users::other_user() else {
+        eprintln!(
+            "SKIPPED past_the_watch_limit_unwatched_folders_are_polled_every_2_s: no second user"
+        );
+        return;
+    };
     let sandbox = Sandbox::new();
+    sandbox.give_to(uid, gid);
     // The job needs four folders (logs, progress, run, state, watched in that path order);
-    // allow one more watch than root has now, which goes to logs. The count moves when other
-    // processes add or drop watches, so a few tries.
+    // allow one more watch than the second user has now, which goes to logs.
     let mut attempt = 0;
-    let mut rig = loop {
+    let rig = loop {
         attempt += 1;
         let (sink, triggers) = channel_sink(None);
-        let mut live = Live::new(sandbox.config(0), sink).expect("start Live");
-        let lowered = match Lowered::lower(MAX_USER_WATCHES, watches_in_use() + 1) {
+        let lowered = match Lowered::lower(MAX_USER_WATCHES, watches_in_use(uid) + 1) {
             Ok(lowered) => lowered,
             Err(why) => {
                 eprintln!(
@@ -567,10 +648,16 @@ fn past_the_watch_limit_unwatched_folders_are_polled_every_2_s() {
                 return;
             }
         };
-        // The limit is checked only when a watch is added: start (which adds them all), then
-        // put the limit back before anything else.
-        let snapshot = live.start(Utc::now());
+        // The limit is checked only when a watch is added: make the instance and start (which
+        // adds every watch), then put the limit back before anything else.
+        let started = as_user(uid, gid, || {
+            Live::new(sandbox.config(0), sink).map(|mut live| {
+                let snapshot = live.start(Utc::now());
+                (live, snapshot)
+            })
+        });
         drop(lowered);
+        let (live, snapshot) = started.expect("start Live");
         let polled_job_folder = live
             .unwatched
             .iter()
@@ -584,6 +671,12 @@ fn past_the_watch_limit_unwatched_folders_are_polled_every_2_s() {
             };
         }
     };
+    as_user(uid, gid, || polled_until_watched_again(&sandbox, rig));
+}
+
+/// The rest of [`past_the_watch_limit_unwatched_folders_are_polled_every_2_s`], as the second
+/// user: the folders past the limit are polled, and watched again once the limit is back.
+fn polled_until_watched_again(sandbox: &Sandbox, mut rig: Rig) {
     let unwatched: Vec<PathBuf> = rig.live.unwatched.iter().map(|(f, _)| f.clone()).collect();
     assert!(
         unwatched.iter().any(|f| f.ends_with("progress")),

@@ -636,3 +636,273 @@ fn the_sandbox_is_private_to_the_operator() {
     let said = mihari(&config, &["check"]);
     assert!(said.code.is_some_and(|c| c != 3), "{}", said.out);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hardening, round three, item 1: files another user planted in a folder others can write
+
+/// A process of the second user's (a `sleep`), killed and reaped when dropped.
+struct Theirs(Child);
+
+impl Theirs {
+    fn start(other: (Uid, Gid)) -> Theirs {
+        use std::os::unix::process::CommandExt;
+        Theirs(
+            Command::new("sleep")
+                .arg("120")
+                .uid(other.0.as_raw())
+                .gid(other.1.as_raw())
+                .spawn()
+                .expect("start the other user's sleep"),
+        )
+    }
+
+    /// The lock `mihari run` would write for it: pid and start ticks, as the attacker can.
+    fn lock_json(&self) -> String {
+        let pid = self.0.id();
+        let ticks = mihari::probe::proc::start_ticks(pid).expect("start ticks");
+        format!("{{\"pid\":{pid},\"start_time\":{ticks}}}\n")
+    }
+}
+
+impl Drop for Theirs {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Writes `content` at `path` as the second user's file (made, then given to them).
+fn plant_file(path: &Path, content: &str, other: (Uid, Gid)) {
+    let _ = fs::remove_file(path);
+    fs::write(path, content).expect("plant");
+    nix::unistd::chown(path, Some(other.0), Some(other.1)).expect("chown");
+}
+
+/// The job `j` of a `check --json` report.
+fn job_of(said: &Said) -> serde_json::Value {
+    let start = said.out.find('{').unwrap_or(0);
+    let report: serde_json::Value = serde_json::Deserializer::from_str(&said.out[start..])
+        .into_iter()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no JSON report:\n{}", said.out));
+    report["jobs"][0].clone()
+}
+
+#[test]
+fn a_lock_and_a_log_another_user_planted_in_a_sticky_folder_are_no_evidence_of_health() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let lock = shared.join("job.lock");
+    let log = shared.join("job.log");
+    let theirs = Theirs::start(other);
+    let config = sandbox.jobs(&lock, &log, "");
+    for (content, what) in [
+        (theirs.lock_json(), "a JSON lock naming their live process"),
+        ("1\n".to_string(), "a bare lock naming pid 1"),
+    ] {
+        plant_file(&lock, &content, other);
+        plant_file(&log, "working\n", other);
+        let said = mihari(&config, &["check", "--json"]);
+        let job = job_of(&said);
+        assert_ne!(
+            said.code,
+            Some(0),
+            "{what}: check says all is well:\n{}",
+            said.out
+        );
+        assert_ne!(job["state"], "RUNNING", "{what}: {job}");
+        assert_ne!(job["liveness"], "alive", "{what}: {job}");
+        let reasons = job["reasons"].to_string();
+        for path in [&lock, &log] {
+            let named = format!("'{}' is owned by 'mihari-other'", path.display());
+            assert!(reasons.contains(&named), "{what}: {named} not said: {job}");
+        }
+        assert!(reasons.contains("not evidence of health"), "{what}: {job}");
+        let table = mihari(&config, &["check"]);
+        assert!(
+            !table.out.contains("RUNNING"),
+            "{what}: the table says RUNNING:\n{}",
+            table.out
+        );
+        assert!(
+            table.out.contains("folder others can write"),
+            "{what}:\n{}",
+            table.out
+        );
+    }
+    // The operator's own lock and log in the same folder are evidence as ever.
+    for path in [&lock, &log] {
+        nix::unistd::chown(path, Some(Uid::from_raw(0)), Some(Gid::from_raw(0))).expect("chown");
+    }
+    let said = mihari(&config, &["check", "--json"]);
+    assert_eq!(job_of(&said)["liveness"], "alive", "{}", said.out);
+}
+
+#[test]
+fn a_marker_another_user_planted_in_a_sticky_folder_is_a_fault_naming_its_owner() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let theirs = Theirs::start(other);
+    for (marker, is_folder) in [
+        (shared.join("job.marker"), false),
+        (shared.join("job.d"), true),
+    ] {
+        if is_folder {
+            fs::create_dir(&marker).expect("mkdir");
+            nix::unistd::chown(&marker, Some(other.0), Some(other.1)).expect("chown");
+        } else {
+            plant_file(&marker, &theirs.lock_json(), other);
+        }
+        let extra = format!(
+            "    markers:\n      - {{ path: {}, stale_after_sec: 60 }}\n",
+            marker.display()
+        );
+        let config = sandbox.jobs(&sandbox.path("job.lock"), &sandbox.path("job.log"), &extra);
+        let said = mihari(&config, &["check"]);
+        let named = format!("'{}' is owned by 'mihari-other'", marker.display());
+        assert!(said.out.contains(&named), "{named} not said:\n{}", said.out);
+        let said = mihari(&config, &["release-marker", "j", "--yes"]);
+        assert!(
+            marker.exists(),
+            "the planted marker was removed:\n{}",
+            said.out
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardening, round three, item 2: a jobs file or a fleet file another user owns
+
+/// Runs `command` bounded by [`HANG`], as [`mihari`] does.
+fn said_by(command: &mut Command, what: &str) -> Said {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mihari");
+    wait_bounded(&mut child, &[what]);
+    let output = child.wait_with_output().expect("collect its output");
+    Said {
+        code: output.status.code(),
+        out: format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
+#[test]
+fn a_jobs_file_another_user_owns_is_refused_however_it_is_named_and_runs_nothing() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let cache = sandbox.folder("cache", 0o700, None);
+    let ran = sandbox.path("ran");
+    let theirs = shared.join("jobs.yaml");
+    fs::write(
+        &theirs,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n  - id: j\n    lock: {}\n    log: {}\n    \
+             should_run_when: [resource_free]\n    checks:\n      - name: c\n        \
+             command: [touch, {}]\n",
+            sandbox.path("state").display(),
+            sandbox.path("job.lock").display(),
+            sandbox.path("job.log").display(),
+            ran.display()
+        ),
+    )
+    .expect("write their jobs file");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let link = sandbox.path("mine.yaml");
+    std::os::unix::fs::symlink(&theirs, &link).expect("symlink");
+    let run = |config: &Path, by_env: bool, args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .env("XDG_CACHE_HOME", &cache)
+            .env("MIHARI_CONFIG_CACHE_MIN_BYTES", "0");
+        if by_env {
+            command.env("MIHARI_CONFIG", config);
+        } else {
+            command
+                .env_remove("MIHARI_CONFIG")
+                .arg("--config")
+                .arg(config);
+        }
+        said_by(command.args(args), "a jobs file")
+    };
+    // Cached as the operator's own first: the kept parse must not outlive the owner's change.
+    let said = run(&theirs, false, &["check"]);
+    assert_ne!(said.code, Some(3), "the operator's own file:\n{}", said.out);
+    let _ = fs::remove_file(&ran);
+    nix::unistd::chown(&theirs, Some(other.0), Some(other.1)).expect("chown");
+    for (config, by_env, how) in [
+        (&theirs, false, "--config with their file"),
+        (&link, false, "--config with a link to it"),
+        (&link, true, "$MIHARI_CONFIG with a link to it"),
+    ] {
+        for args in [&["check"][..], &["watch", "--once"], &["events"]] {
+            let said = run(config, by_env, args);
+            let what = format!("{how}, mihari {args:?}");
+            assert!(
+                !ran.exists(),
+                "{what}: their check command ran:\n{}",
+                said.out
+            );
+            if args[0] != "events" {
+                assert_eq!(said.code, Some(3), "{what}:\n{}", said.out);
+            }
+            assert!(
+                said.out.contains("belongs to user 'mihari-other'"),
+                "{what}: the owner is not named:\n{}",
+                said.out
+            );
+        }
+    }
+}
+
+#[test]
+fn a_fleet_file_another_user_owns_runs_no_ssh_argv() {
+    let Some(other) = other_user() else { return };
+    let sandbox = Sandbox::new();
+    let shared = sandbox.folder("shared", 0o1777, None);
+    let ran = sandbox.path("ran");
+    let theirs = shared.join("fleet.yaml");
+    fs::write(
+        &theirs,
+        format!(
+            "hosts:\n  - name: here\n    ssh: [sh, -c, 'touch {}', sh]\n",
+            ran.display()
+        ),
+    )
+    .expect("write their fleet file");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+    nix::unistd::chown(&theirs, Some(other.0), Some(other.1)).expect("chown");
+    let link = sandbox.path("fleet.yaml");
+    std::os::unix::fs::symlink(&theirs, &link).expect("symlink");
+    for fleet in [&theirs, &link] {
+        let mut command = Command::new(BIN);
+        command
+            .arg("fleet")
+            .arg("--fleet")
+            .arg(fleet)
+            .args(["check", "--json"]);
+        let said = said_by(&mut command, "fleet check");
+        assert!(
+            !ran.exists(),
+            "{}: their ssh argv ran:\n{}",
+            fleet.display(),
+            said.out
+        );
+        assert_eq!(said.code, Some(3), "{}", said.out);
+        assert!(
+            said.out.contains("belongs to user 'mihari-other'"),
+            "the owner is not named:\n{}",
+            said.out
+        );
+    }
+}

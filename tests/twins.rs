@@ -300,3 +300,169 @@ fn start_stop_daemon_background_is_a_verified_restart_and_running() {
     wait_until("the daemon to end", || !alive(daemon));
     wait_until("mihari run to end", || !alive(run));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hardening, round three, item 3: `release` racing a new `mihari run`
+
+/// The tracee a `strace` started: its only child.
+fn tracee_of(strace: &Child) -> Option<u32> {
+    let pid = strace.id();
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether a thread of `pid` is stopped in one of the system calls `numbers` (strace holds a
+/// delayed call at its entry).
+fn held_in(pid: u32, numbers: &[i64]) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        fs::read_to_string(task.path().join("syscall")).is_ok_and(|text| {
+            text.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<i64>().ok())
+                .is_some_and(|n| numbers.contains(&n))
+        })
+    })
+}
+
+/// Waits for `child` to exit, killing it past `within`; its exit code and output.
+fn finished(child: Child, within: Duration, what: &str) -> (Option<i32>, String) {
+    let mut child = child;
+    let deadline = Instant::now() + within;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let _ = what;
+    (output.status.code(), text(&output))
+}
+
+/// The attack, widened by strace as the reviewer widened it: `mihari release` has judged the
+/// lock's holder dead (nobody flocks it) and is held for 4 s before it locks or renames
+/// anything; a new `mihari run` opens and flocks the lock meanwhile, and is held for 8 s
+/// before it writes its PID; release goes on; a third run comes. Before, release renamed the file,
+/// found it unchanged, unlinked it, and the third run made a fresh lock and started a second
+/// copy of the job. Now release takes the lock itself first, finds it held, and removes
+/// nothing: the job starts exactly once, every attempt.
+#[test]
+fn a_release_racing_a_new_run_never_lets_a_third_run_start_a_twin() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: strace is not installed");
+        return;
+    }
+    for attempt in 1..=3 {
+        let dir = tempfile::tempdir().unwrap();
+        let starts = dir.path().join("starts");
+        let lock = dir.path().join("race.lock");
+        let jobs = dir.path().join("jobs.yaml");
+        fs::write(
+            &jobs,
+            format!(
+                "settings:\n  state_dir: {}\njobs:\n  - id: race\n    lock: {}\n    log: {}\n    \
+                 should_run_when: [resource_free]\n    restart:\n      command: [sh, -c, 'echo \
+                 started >> {}; sleep 10']\n",
+                dir.path().join("state").display(),
+                lock.display(),
+                dir.path().join("race.log").display(),
+                starts.display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&jobs, fs::Permissions::from_mode(0o600)).unwrap();
+        // The lock a run left when it was killed: its holder is dead, nobody flocks it.
+        let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+        let dead = sleeper.id();
+        let ticks = mihari::probe::proc::start_ticks(dead).unwrap();
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        fs::write(
+            &lock,
+            format!("{{\"pid\":{dead},\"start_time\":{ticks}}}\n"),
+        )
+        .unwrap();
+
+        // The store made beforehand: making it renames a file of its own.
+        let made = Command::new(BIN)
+            .arg("--config")
+            .arg(&jobs)
+            .arg("check")
+            .output()
+            .unwrap();
+        assert!(made.status.code().is_some(), "{}", text(&made));
+        // Only the calls named, and only on the lock where `only_lock`.
+        let traced = |syscalls: &str, delay_us: u32, only_lock: bool, args: &[&str]| {
+            let mut strace = Command::new("strace");
+            if only_lock {
+                strace.arg("-P").arg(&lock);
+            }
+            strace
+                .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+                .arg(format!("trace={syscalls}"))
+                .arg("-e")
+                .arg(format!("inject={syscalls}:delay_enter={delay_us}"))
+                .arg(BIN)
+                .arg("--config")
+                .arg(&jobs)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let release = traced(
+            "flock,/^rename",
+            4_000_000,
+            false,
+            &["release", "race", "--yes"],
+        );
+        let releaser = {
+            let mut found = None;
+            wait_until("release to reach its lock or rename", || {
+                found = tracee_of(&release).filter(|pid| {
+                    held_in(
+                        *pid,
+                        &[libc::SYS_flock, libc::SYS_renameat, libc::SYS_renameat2],
+                    )
+                });
+                found.is_some()
+            });
+            found
+        };
+        let run = traced("ftruncate", 8_000_000, true, &["run", "race"]);
+        wait_until("the run to lock the file and reach its PID write", || {
+            tracee_of(&run).is_some_and(|pid| held_in(pid, &[libc::SYS_ftruncate]))
+        });
+        let (released, release_said) = finished(release, Duration::from_secs(60), "release");
+        let third = Command::new(BIN)
+            .arg("--config")
+            .arg(&jobs)
+            .args(["run", "race"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (second_code, second_said) = finished(run, Duration::from_secs(90), "run");
+        let (third_code, third_said) = finished(third, Duration::from_secs(90), "third run");
+        let started = fs::read_to_string(&starts).unwrap_or_default();
+        assert_eq!(
+            started.lines().count(),
+            1,
+            "attempt {attempt}: the job started {} times\nrelease ({releaser:?}, exit \
+             {released:?}):\n{release_said}\nrun under strace (exit {second_code:?}):\n\
+             {second_said}\nthird run (exit {third_code:?}):\n{third_said}",
+            started.lines().count()
+        );
+    }
+}

@@ -1031,3 +1031,63 @@ fn check_json_says_whether_a_watcher_watches() {
     assert_eq!(passes["state"], "passes", "{passes}");
     assert!(passes["last_pass_at"].is_string(), "{passes}");
 }
+
+/// Hardening, round three, item 4: a watcher whose loop was stuck (in open(2) on a named pipe)
+/// read as "watcher alive" because its process lived. A watcher records its passes (the watch
+/// lock's modification time, at least every minute): here its process is stopped, and its last
+/// recorded pass set 7 minutes back, as a loop stuck that long leaves it. `check` calls it
+/// stuck, RED, with its pid and how long ago its last pass was — never alive.
+#[test]
+fn a_watcher_whose_process_lives_but_whose_passes_stopped_is_called_stuck() {
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    let pid = sandbox.watch(&[]);
+    let report = |sandbox: &Sandbox| -> (Option<i32>, serde_json::Value) {
+        let out = sandbox.mihari(&["check", "--json"]);
+        (
+            out.status.code(),
+            serde_json::from_slice(&out.stdout).unwrap(),
+        )
+    };
+    sandbox.wait_until(Duration::from_secs(20), "the watcher to be alive", || {
+        report(&sandbox).1["watcher"]["state"] == "alive"
+    });
+    let (_, alive) = report(&sandbox);
+
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+    let seven_minutes_ago = std::time::SystemTime::now() - Duration::from_secs(7 * 60);
+    fs::File::options()
+        .write(true)
+        .open(sandbox.path("state/watch.lock"))
+        .unwrap()
+        .set_modified(seven_minutes_ago)
+        .unwrap();
+    let (code, stuck) = report(&sandbox);
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+    let watcher = &stuck["watcher"];
+    assert_eq!(watcher["state"], "stuck", "{watcher}");
+    assert_eq!(watcher["pid"], serde_json::json!(pid), "{watcher}");
+    let reason = watcher["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("process {pid} lives but its last pass was 42")),
+        "{reason}"
+    );
+    assert!(reason.contains("stuck?"), "{reason}");
+    assert_eq!(code, Some(2), "a stuck watcher is RED: {stuck}");
+    assert!(
+        stuck["rules"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("no machine is watching"),
+        "{stuck}"
+    );
+    let table = String::from_utf8_lossy(&sandbox.mihari(&["check"]).stdout).into_owned();
+    assert!(table.contains("WATCHER STUCK"), "{table}");
+    assert!(!table.contains("watcher alive"), "{table}");
+    // While it passed, `check --json` said when its last pass was.
+    assert!(
+        alive["watcher"]["last_pass_at"].is_string(),
+        "{}",
+        alive["watcher"]
+    );
+}

@@ -16,9 +16,11 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::sys::stat::Mode;
 use serde_saphyr::{DuplicateKeyPolicy, Spanned};
 
 use self::diagnose::{Source, quote};
@@ -129,6 +131,8 @@ pub(super) struct ConfigFile {
     pub name: &'static str,
     /// What it is, in words ("the jobs file").
     pub what: &'static str,
+    /// What to say, and to do, when there is none.
+    pub missing: &'static str,
 }
 
 const JOBS_FILE: ConfigFile = ConfigFile {
@@ -136,6 +140,7 @@ const JOBS_FILE: ConfigFile = ConfigFile {
     variable: "MIHARI_CONFIG",
     name: "jobs.yaml",
     what: "the jobs file",
+    missing: "no jobs file here: create it, see jobs.example.yaml, or pass --config",
 };
 
 /// Where `file` is: `explicit` (its flag), else its variable, else
@@ -182,35 +187,14 @@ pub(super) fn find_file_with(
 
 /// Reads, checks the permissions of, and validates the jobs file at `path`.
 ///
-/// The file names commands that will run, so it is refused when it, or a folder above it
-/// without the sticky bit, is writable by group or others: whoever can write there could
-/// make mihari run anything. The check reads the open file's own metadata, so the file
-/// that was checked is the file that is read.
+/// The file names commands that will run, so it is refused when it belongs to another user,
+/// or when it, or a folder above it without the sticky bit, is writable by group or others:
+/// whoever can write there could make mihari run anything. It is opened before it is judged
+/// ([`open_regular`]: a named pipe swapped in never blocks the caller), and the checks read the
+/// open file's own metadata, so the file that was checked is the file that is read.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    // Refuse what is not a regular file before opening it: opening a FIFO would block.
-    let meta = fs::metadata(path).map_err(|err| unreadable(path, &err))?;
-    if meta.is_dir() {
-        return Err(ConfigError::without_position(
-            path,
-            format!(
-                "{} is a folder, not a jobs file: pass the path of the file itself, \
-                 like --config {}",
-                quote(&path.display().to_string()),
-                path.join("jobs.yaml").display()
-            ),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(ConfigError::without_position(
-            path,
-            format!(
-                "{} is not a regular file: the jobs file must be a plain file; pass --config",
-                quote(&path.display().to_string())
-            ),
-        ));
-    }
-    let file = File::open(path).map_err(|err| unreadable(path, &err))?;
-    let meta = file.metadata().map_err(|err| unreadable(path, &err))?;
+    let (file, meta) = open_regular(path, &JOBS_FILE)?;
+    check_owner(path, &meta, &JOBS_FILE)?;
     check_not_writable_by_others(path, meta.mode())?;
     check_folders(path, "the jobs file")?;
     if meta.len() > MAX_FILE_BYTES {
@@ -238,13 +222,158 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
+/// How long a refusal of a file just saved waits before the file is read again: a save that
+/// truncates the file and then writes it is empty (or partial) for a moment, and an editor's
+/// save is a few writes.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long, in all, a refused read of a file just saved is tried again before the refusal
+/// stands.
+const SETTLE_FOR: std::time::Duration = std::time::Duration::from_millis(250);
+/// A file changed (its ctime) less than this ago was "just saved".
+const JUST_SAVED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`load`] for a file that was just saved (a reload on a change): a refusal while the file
+/// changed less than [`JUST_SAVED`] ago is read again every [`SETTLE`], for at most
+/// [`SETTLE_FOR`], before it stands — a valid save in place is never refused for the moment
+/// it was empty. A file that stays wrong is refused a quarter of a second later, as it was.
+pub fn load_saved(path: &Path) -> Result<Config, ConfigError> {
+    let started = std::time::Instant::now();
+    loop {
+        match load(path) {
+            Err(_) if started.elapsed() < SETTLE_FOR && just_saved(path) => {
+                std::thread::sleep(SETTLE);
+            }
+            loaded => return loaded,
+        }
+    }
+}
+
+/// Whether the file at `path` changed (content, mode, name) less than [`JUST_SAVED`] ago.
+fn just_saved(path: &Path) -> bool {
+    let Ok(meta) = fs::metadata(path) else {
+        // Gone for a moment: an editor's save renames one file over another.
+        return true;
+    };
+    let changed = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    std::time::SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|ago| ago < JUST_SAVED)
+}
+
+/// Opens the jobs file or the fleet file (`file`) at `path` to be read: through a link (a
+/// jobs file may be one), and only when what was opened is a regular file.
+///
+/// The path is first opened without being read (`O_PATH`: nothing can block and nothing is
+/// set off, whatever it names), that very inode is judged by its own metadata, and only then
+/// opened again through `/proc/self/fd` to be read, non-blocking. Looking at the path and then
+/// opening it could open something else: a named pipe swapped in between blocks the opener for
+/// ever (the watcher's only loop, `mihari events`).
+pub(super) fn open_regular(
+    path: &Path,
+    file: &ConfigFile,
+) -> Result<(File, fs::Metadata), ConfigError> {
+    use nix::fcntl::OFlag;
+    let pinned = nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|errno| file.unreadable(path, &io::Error::from(errno)))?;
+    let stat = nix::sys::stat::fstat(&pinned)
+        .map_err(|errno| file.unreadable(path, &io::Error::from(errno)))?;
+    let kind = stat.st_mode & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        return Err(ConfigError::without_position(
+            path,
+            format!(
+                "{} is a folder, not {}: pass the path of the file itself, like {} {}",
+                quote(&path.display().to_string()),
+                file.what,
+                file.flag,
+                path.join(file.name).display()
+            ),
+        ));
+    }
+    if kind != libc::S_IFREG {
+        return Err(ConfigError::without_position(
+            path,
+            format!(
+                "{} is {}, not a regular file: {} must be a plain file; pass {}",
+                quote(&path.display().to_string()),
+                crate::probe::safe_open::kind_words(stat.st_mode),
+                file.what,
+                file.flag
+            ),
+        ));
+    }
+    let opened = fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", pinned.as_raw_fd()))
+        .map_err(|err| file.unreadable(path, &err))?;
+    let meta = opened
+        .metadata()
+        .map_err(|err| file.unreadable(path, &err))?;
+    if !meta.is_file() || (meta.dev(), meta.ino()) != (stat.st_dev, stat.st_ino) {
+        return Err(ConfigError::without_position(
+            path,
+            format!(
+                "{} changed while it was being opened; try again",
+                quote(&path.display().to_string())
+            ),
+        ));
+    }
+    Ok((opened, meta))
+}
+
+/// Refuses a file that belongs to someone other than the operator or root, as OpenSSH refuses
+/// another user's `authorized_keys`: it names commands that will run as the operator, and its
+/// owner can change them at will, whatever its mode. Through a link, the file linked to is
+/// the one judged (`meta` is the open file's).
+pub(super) fn check_owner(
+    path: &Path,
+    meta: &fs::Metadata,
+    file: &ConfigFile,
+) -> Result<(), ConfigError> {
+    let operator = nix::unistd::geteuid().as_raw();
+    if meta.uid() == operator || meta.uid() == 0 {
+        return Ok(());
+    }
+    let shown = path.display().to_string();
+    let named = match fs::canonicalize(path) {
+        Ok(real) if real != path => format!(
+            "{} (a link to {})",
+            quote(&shown),
+            quote(&real.display().to_string())
+        ),
+        _ => quote(&shown),
+    };
+    Err(ConfigError {
+        path: path.to_path_buf(),
+        position: Some((1, 1)),
+        message: format!(
+            "{named} belongs to user {} (uid {}), not to you ({}): {} names commands that \
+             will run as you, and its owner can change them; copy it to a file of your own \
+             (or have root own it) and pass {} with that file",
+            quote(&crate::probe::safe_open::user_name(meta.uid())),
+            meta.uid(),
+            quote(&crate::probe::safe_open::user_name(operator)),
+            file.what,
+            file.flag
+        ),
+    })
+}
+
 /// The settings of the jobs file at `path` read on their own, for a file [`load`] refused
 /// for something outside them (a job's typo, a bad path): where the store is, so the event
 /// log and the digest can still be read. A file that does not parse as YAML gives the
 /// default settings only when it does not mention `state_dir` (whatever it names cannot be
 /// told then); `None` when its settings cannot be told or are themselves refused.
 pub fn settings_of_refused(path: &Path) -> Option<super::Settings> {
-    let file = File::open(path).ok()?;
+    // Opened as [`load`] opens it: a named pipe there must not hang `mihari events`, and the
+    // file of another user does not choose where this user's store is.
+    let (file, meta) = open_regular(path, &JOBS_FILE).ok()?;
+    check_owner(path, &meta, &JOBS_FILE).ok()?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8(bytes).ok()?;
@@ -425,21 +554,27 @@ fn shell_word(text: &str) -> String {
     }
 }
 
-/// A file that cannot be opened or read, in words that say what to do.
+/// A jobs file that cannot be opened or read, in words that say what to do.
 fn unreadable(path: &Path, err: &io::Error) -> ConfigError {
-    let message = match err.kind() {
-        io::ErrorKind::NotFound => {
-            "no jobs file here: create it, see jobs.example.yaml, or pass --config".to_owned()
-        }
-        io::ErrorKind::PermissionDenied => format!(
-            "cannot read the jobs file ({err}): make it readable by this user, or pass --config"
-        ),
-        io::ErrorKind::IsADirectory => {
-            "is a folder, not a jobs file: pass the path of the file itself (--config)".to_owned()
-        }
-        _ => format!("cannot read the jobs file ({err}): check the path, or pass --config"),
-    };
-    ConfigError::without_position(path, message)
+    JOBS_FILE.unreadable(path, err)
+}
+
+impl ConfigFile {
+    /// This file cannot be opened or read: what to do, in words.
+    pub(super) fn unreadable(&self, path: &Path, err: &io::Error) -> ConfigError {
+        let (what, flag) = (self.what, self.flag);
+        let message = match err.kind() {
+            io::ErrorKind::NotFound => self.missing.to_owned(),
+            io::ErrorKind::PermissionDenied => {
+                format!("cannot read {what} ({err}): make it readable by this user, or pass {flag}")
+            }
+            io::ErrorKind::IsADirectory => {
+                format!("is a folder, not {what}: pass the path of the file itself ({flag})")
+            }
+            _ => format!("cannot read {what} ({err}): check the path, or pass {flag}"),
+        };
+        ConfigError::without_position(path, message)
+    }
 }
 
 fn too_large(path: &Path) -> ConfigError {

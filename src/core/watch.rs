@@ -19,6 +19,22 @@ use super::evidence::History;
 use super::order::ActionList;
 use crate::config::JobSpec;
 
+/// How often, at least, a long-running watcher records that its loop still turns (a pass,
+/// recorded as the watch lock's modification time), even when nothing happens for hours.
+pub const PASS_BEAT_SEC: i64 = 60;
+
+/// Past this since its last recorded pass, a watcher whose process lives is stuck: five beats
+/// missed, far more than any pass takes.
+pub const STUCK_AFTER_SEC: i64 = 300;
+
+/// How long a watcher whose last pass was recorded at `last_pass` has been stuck at `now`:
+/// `Some(since the last pass)` past [`STUCK_AFTER_SEC`], `None` while it passes often enough.
+/// A last pass ahead of `now` (a clock stepped back) is not stuck.
+pub fn stuck_for(last_pass: DateTime<Utc>, now: DateTime<Utc>) -> Option<chrono::TimeDelta> {
+    let ago = now - last_pass;
+    (ago > chrono::TimeDelta::seconds(STUCK_AFTER_SEC)).then_some(ago)
+}
+
 /// A digest category, spelled as the store spells it.
 pub mod category {
     pub const STALL_SEEN: &str = "stall-seen";

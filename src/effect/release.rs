@@ -4,8 +4,9 @@
 //! removing, its holder's liveness is judged again (alive or unknown: refused) and its
 //! identity — device, inode, modification time, length and content — is compared with the
 //! one taken when the dialog opened. To close the window between that check and the removal,
-//! the file is first renamed aside, the renamed file is checked, and only then unlinked; a
-//! file that changed in between is put back and nothing is removed. Every step goes through
+//! the lock is taken (a non-blocking `flock`: a run that holds it means nothing is removed),
+//! the file is renamed aside, the renamed file is checked, and only then unlinked, still
+//! locked; a file that changed in between is put back and nothing is removed. Every step goes through
 //! the lock's folder, opened and judged once ([`crate::probe::safe_open`]): a link at the
 //! lock's path is refused, never followed, and a folder someone else can change is refused.
 
@@ -13,6 +14,8 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
 
 use super::{Outcome, OutcomeKind};
@@ -96,13 +99,37 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
         }
         Err(error) => return refuse(store, error),
     }
-    // Rename aside, check what was renamed, then unlink: the path can be replaced between a
-    // check and an unlink, but not between a rename and a check of the renamed file. Every
-    // step goes through the folder judged safe, so none can be sent elsewhere by a link.
+    // Take the lock before anything moves: a `mihari run` that starts now either got it
+    // first (then it holds the file, and nothing is removed) or finds it taken and the name
+    // gone (then it makes a lock of its own). Without it, a run that locked the file after
+    // the holder was judged dead would write its PID into a file with no name, and the next
+    // run would start a twin beside it.
     let entry = match safe_open::locate(&plan.path, Role::Lock, Purpose::Write) {
         Ok(entry) => entry,
         Err(error) => return refuse(store, words(&plan.path, error, "lock")),
     };
+    let held = match entry.open_read() {
+        Ok(opened) => opened.file,
+        Err(error) => return refuse(store, words(&plan.path, error, "lock")),
+    };
+    let held = match Flock::lock(held, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => held,
+        Err((_, Errno::EWOULDBLOCK)) => {
+            return refuse(
+                store,
+                "a process holds the lock now (a run may just have started)".to_string(),
+            );
+        }
+        Err((_, errno)) => {
+            return refuse(
+                store,
+                format!("cannot lock '{}': {errno}", plan.path.display()),
+            );
+        }
+    };
+    // Rename aside, check what was renamed, then unlink: the path can be replaced between a
+    // check and an unlink, but not between a rename and a check of the renamed file. Every
+    // step goes through the folder judged safe, so none can be sent elsewhere by a link.
     let aside = match entry.sibling(&format!(".mihari-release-{}", std::process::id())) {
         Ok(aside) => aside,
         Err(error) => return refuse(store, format!("cannot hold the lock's folder: {error}")),
@@ -110,23 +137,34 @@ pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
     if let Err(error) = entry.rename_to(&aside) {
         return refuse(store, format!("cannot move the lock aside: {error}"));
     }
-    match identity_of(&aside, "lock") {
-        Ok(moved) if moved == plan.identity => {}
-        other => {
-            // Someone replaced the file just now: put theirs back, untouched.
-            let _ = aside.link_to(&entry);
-            let _ = aside.unlink();
-            let why = match other {
-                Ok(_) => "the lock changed as it was being removed".to_string(),
-                Err(error) => error,
-            };
-            return refuse(store, why);
+    let unchanged = match identity_of(&aside, "lock") {
+        // The very file locked above, still as the dialog saw it.
+        Ok(moved) if moved == plan.identity && aside.names(&held) => Ok(()),
+        Ok(_) => Err("the lock changed as it was being removed".to_string()),
+        Err(error) => Err(error),
+    };
+    if let Err(why) = unchanged {
+        // Someone replaced the file just now: put theirs back, untouched, unless a new lock
+        // took the name meanwhile (then theirs stays aside, named in the refusal).
+        if aside.rename_noreplace(&entry).is_err() {
+            return refuse(
+                store,
+                format!(
+                    "{why}, and a new lock took its name meanwhile: the file moved aside is \
+                     '{}'",
+                    aside.path().display()
+                ),
+            );
         }
+        return refuse(store, why);
     }
     if let Err(error) = aside.unlink() {
-        let _ = aside.rename_to(&entry);
+        let _ = aside.rename_noreplace(&entry);
         return refuse(store, format!("cannot remove the lock: {error}"));
     }
+    // Unlocked only now, with no name left: a run that opened it meanwhile finds its name
+    // gone once it locks it, and makes a lock of its own.
+    drop(held);
     let who = plan
         .holder
         .pid

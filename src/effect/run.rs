@@ -741,7 +741,8 @@ struct HeldLock {
 /// A lock file is removed when its run ends, so between our `open` and our `flock` the
 /// previous holder may have unlinked it: the lock we got is then on a file nobody else will
 /// ever open. The name is checked to still name the very file we locked; if not, we retry
-/// with the new one.
+/// with the new one. A lock held by someone else on a file whose name is gone (a release
+/// removing it) is retried the same way.
 fn acquire(path: &Path, role: Role) -> Acquired {
     let entry = match safe_open::locate(path, role, Purpose::Write) {
         Ok(entry) => entry,
@@ -760,6 +761,9 @@ fn acquire(path: &Path, role: Role) -> Acquired {
         };
         let flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(flock) => flock,
+            // `mihari release` holds a lock it is removing: once its name is gone, the next
+            // try makes a lock of our own.
+            Err((file, Errno::EWOULDBLOCK)) if !entry.names(&file) => continue,
             Err((_, Errno::EWOULDBLOCK)) => return Acquired::Busy(read_holder(&entry)),
             Err((_, errno)) => {
                 return Acquired::Error(format!("cannot lock '{}': {errno}", path.display()));

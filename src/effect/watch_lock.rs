@@ -6,10 +6,12 @@
 //! A lock left by a watcher that died (or whose PID was reused) is taken over, and the caller
 //! records the takeover; a live holder makes the newcomer step aside, named. The file is
 //! opened only through [`crate::probe::safe_open`]: a link, a named pipe or a file that is not
-//! the operator's own at that path is refused and left as it is, never truncated.
+//! the operator's own at that path is refused and left as it is, never truncated. Its
+//! modification time is the watcher's last pass ([`WatchLock::beat`]).
 
 use std::fs::File;
 use std::io::{Read, Seek, Write as _};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -154,6 +156,19 @@ fn take(mut flock: Flock<File>, entry: Entry, previous: &str) -> Result<Acquired
         },
         takeover,
     ))
+}
+
+impl WatchLock {
+    /// Records a pass: the lock's modification time is now. `check` and the dashboard tell a
+    /// watcher whose process lives but whose loop stopped turning by it
+    /// ([`crate::core::watch::stuck_for`]). Touches the inode only, never the content.
+    pub fn beat(&self) -> std::io::Result<()> {
+        let Some(flock) = &self.flock else {
+            return Ok(());
+        };
+        let now = nix::sys::time::TimeSpec::UTIME_NOW;
+        nix::sys::stat::futimens(flock.as_fd(), &now, &now).map_err(std::io::Error::from)
+    }
 }
 
 impl Drop for WatchLock {

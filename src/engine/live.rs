@@ -379,12 +379,13 @@ impl Live {
         Some(snapshot)
     }
 
-    /// Loads the jobs file again. A file that loads is put in force (what the jobs it keeps
+    /// Loads the jobs file again (as just saved: a refusal of a file changed a moment ago is
+    /// read again before it stands). A file that loads is put in force (what the jobs it keeps
     /// unchanged have gathered is kept); one that is refused leaves the last good one in
     /// force and says so on every snapshot until a save loads. The outcome is kept for
     /// [`Live::take_reloads`]; the change is returned when the file loaded.
     fn reload(&mut self, asked: bool) -> Option<ConfigChange> {
-        match crate::config::load(&self.engine.config().source.clone()) {
+        match crate::config::load_saved(&self.engine.config().source.clone()) {
             Ok(config) => {
                 // An editor's save makes several events; only a load that changes something
                 // (or one SIGHUP asked for, or one that ends a refusal) is news.

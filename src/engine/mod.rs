@@ -1151,8 +1151,8 @@ impl Engine {
             .iter()
             .map(|job| self.samples.get(&job.id).map_or(&[][..], Vec::as_slice))
             .collect();
-        let rules = self
-            .watcher
+        let watcher = self.watcher.at(now);
+        let rules = watcher
             .broken_rule(now)
             .into_iter()
             .chain(self.store_writes_failing.clone())
@@ -1166,10 +1166,10 @@ impl Engine {
         snapshot.store_fault = self.store_fault.clone();
         snapshot.store_writes_failing = self.store_writes_failing.clone();
         snapshot.config_refused = self.config_refusal.as_ref().map(|(words, _)| words.clone());
-        if let Some(notice) = self.watcher.notice(&self.config.settings.state_dir) {
+        if let Some(notice) = watcher.notice(&self.config.settings.state_dir) {
             snapshot.notices.insert(0, notice);
         }
-        snapshot.watcher = self.watcher.clone();
+        snapshot.watcher = watcher;
         snapshot
     }
 
@@ -1376,6 +1376,10 @@ impl Engine {
                     None => consider(snapshot.generated_at),
                 }
             }
+        }
+        // A live watcher that records no pass turns stuck by time alone.
+        if let Some(at) = self.watcher.turns_stuck_at() {
+            consider(at);
         }
         next
     }

@@ -320,8 +320,21 @@ pub enum WatcherStatus {
     /// No watcher has ever run for this state_dir.
     #[default]
     Never,
-    /// A long-running watcher holds the watch lock.
-    Alive { pid: u32, since: DateTime<Utc> },
+    /// A long-running watcher holds the watch lock; `last_pass` is the last pass it recorded
+    /// (the lock's modification time).
+    Alive {
+        pid: u32,
+        since: DateTime<Utc>,
+        last_pass: DateTime<Utc>,
+    },
+    /// The watch lock's holder lives, but its loop recorded no pass for longer than
+    /// [`crate::core::watch::STUCK_AFTER_SEC`]: nothing is watched although it looks so.
+    Stuck {
+        pid: u32,
+        last_pass: DateTime<Utc>,
+        /// How long ago its last pass was, when judged.
+        ago: chrono::TimeDelta,
+    },
     /// `mihari watch --once` passes come often enough.
     Passes {
         last: DateTime<Utc>,
@@ -343,7 +356,7 @@ impl WatcherStatus {
     pub fn words_in(&self, zone: crate::probe::zone::Zone) -> String {
         match self {
             WatcherStatus::Never => "no watcher yet".to_string(),
-            WatcherStatus::Alive { pid, since } => {
+            WatcherStatus::Alive { pid, since, .. } => {
                 format!(
                     "watcher alive (pid {pid}, since {})",
                     zone.format(*since, "%m-%d %H:%M")
@@ -352,6 +365,7 @@ impl WatcherStatus {
             WatcherStatus::Passes { last, .. } => {
                 format!("watcher passes (last {})", zone.format(*last, "%H:%M:%S"))
             }
+            WatcherStatus::Stuck { pid, .. } => format!("WATCHER STUCK (pid {pid})"),
             WatcherStatus::Gone { .. } => "NO WATCHER".to_string(),
             WatcherStatus::Unknown { .. } => "watcher unknown".to_string(),
         }
@@ -359,13 +373,59 @@ impl WatcherStatus {
 
     /// Whether the state is something to be loud about.
     pub fn is_missing(&self) -> bool {
-        matches!(self, WatcherStatus::Gone { .. })
+        matches!(
+            self,
+            WatcherStatus::Gone { .. } | WatcherStatus::Stuck { .. }
+        )
     }
 
-    /// The broken rule when a watcher that was running is gone: RED, "no machine is watching".
+    /// The broken rule when a watcher that was running is gone, or its loop stopped: RED, "no
+    /// machine is watching".
     pub fn broken_rule(&self, _now: DateTime<Utc>) -> Option<String> {
         match self {
             WatcherStatus::Gone { why } => Some(format!("no machine is watching: {why}")),
+            WatcherStatus::Stuck {
+                pid,
+                last_pass,
+                ago,
+            } => Some(format!(
+                "no machine is watching: the watcher's process {pid} lives but its last pass \
+                 was {} ago ({}): stuck? look at it (cat /proc/{pid}/stack, strace -p {pid}), \
+                 then restart it",
+                crate::core::assess::fmt_secs(ago.num_milliseconds() as f64 / 1000.0),
+                last_pass.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+            _ => None,
+        }
+    }
+
+    /// This status as it stands at `now`: a live watcher whose last recorded pass is too old
+    /// is stuck ([`crate::core::watch::stuck_for`]). This process never judges itself stuck:
+    /// judging is a pass.
+    pub fn at(&self, now: DateTime<Utc>) -> WatcherStatus {
+        match self {
+            WatcherStatus::Alive { pid, last_pass, .. } if *pid != std::process::id() => {
+                match crate::core::watch::stuck_for(*last_pass, now) {
+                    Some(ago) => WatcherStatus::Stuck {
+                        pid: *pid,
+                        last_pass: *last_pass,
+                        ago,
+                    },
+                    None => self.clone(),
+                }
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// When this status turns stuck by time alone, for the loop's timer.
+    pub fn turns_stuck_at(&self) -> Option<DateTime<Utc>> {
+        match self {
+            WatcherStatus::Alive { pid, last_pass, .. } if *pid != std::process::id() => Some(
+                *last_pass
+                    + chrono::TimeDelta::seconds(crate::core::watch::STUCK_AFTER_SEC)
+                    + chrono::TimeDelta::milliseconds(1),
+            ),
             _ => None,
         }
     }
@@ -394,6 +454,7 @@ pub fn watcher_from_lock(config: &Config) -> Option<WatcherStatus> {
             Some(WatcherStatus::Alive {
                 pid: holder.pid.unwrap_or(0),
                 since: holder.started_at.unwrap_or(holder.modified),
+                last_pass: holder.modified,
             })
         }
         Reading::Found(holder) if holder.liveness == Liveness::Unknown => {

@@ -362,6 +362,10 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
                 None => "watcher alive".to_string(),
             },
             Some("passes") => "watcher passes (watch --once)".to_string(),
+            Some("stuck") => match watcher.and_then(|w| w.get("pid")).and_then(Value::as_u64) {
+                Some(pid) => format!("watcher stuck (pid {pid} lives, no pass for 5 min: RED)"),
+                None => "watcher stuck (no pass for 5 min: RED)".to_string(),
+            },
             Some("gone") => "no watcher: it stopped (RED)".to_string(),
             Some("none_yet") => "no watcher has run yet".to_string(),
             Some("unknown") => "watcher unknown".to_string(),

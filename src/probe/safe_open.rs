@@ -10,7 +10,10 @@
 //! A folder that someone other than the operator or root can change ([`folder_writer`], the
 //! rule the jobs file has too) is refused for every file mihari writes or removes, and for
 //! the locks it reads; in a shared sticky folder (like `/tmp`) a file mihari writes must be the
-//! operator's own with a single name. Removing and renaming go through the folder's
+//! operator's own with a single name, and a file whose content or time is read as evidence of
+//! a job's health (a lock, a log, a marker, a manifest, a progress file) must belong to the
+//! operator or root: anyone can plant a file there ([`Role::owner_matters_to_read`]). Removing
+//! and renaming go through the folder's
 //! descriptor, after checking that the name still names the file held. It must never follow
 //! a link at a lock or log path, never read or show what such a link points to, never open
 //! anything but a regular file, and never judge what the file says: the callers do.
@@ -20,7 +23,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,6 +98,15 @@ impl Role {
             self,
             Role::Lock | Role::WatchLock | Role::KeptLock | Role::Marker
         )
+    }
+
+    /// The files read as evidence of a job's health (its holder, its progress, what gates it)
+    /// or of the watcher's: in a folder others can write, one that belongs to another user
+    /// was planted, and a lock naming a live process or a freshly touched log would make a
+    /// dead job look alive. A resource lock is not among them: it is another program's by
+    /// nature, and it only ever holds a job back.
+    pub fn owner_matters_to_read(self) -> bool {
+        self != Role::ResourceLock
     }
 
     /// What to do instead, said at the end of a refusal.
@@ -375,7 +387,45 @@ pub fn look(path: &Path, role: Role) -> Result<Metadata, OpenError> {
     if !meta.is_file() {
         return Err(not_regular(path, role, meta.mode()));
     }
+    // The folder is looked at only for a file someone else owns: the operator's own files
+    // (nearly all) cost nothing more.
+    if role.owner_matters_to_read() && foreign(meta.uid()) {
+        let folder = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let shared = std::fs::metadata(folder)
+            .map_err(|error| read_error(path, error))?
+            .mode();
+        planted(path, role, meta.uid(), shared)?;
+    }
     Ok(meta)
+}
+
+/// Whether `uid` is neither the operator nor root.
+fn foreign(uid: u32) -> bool {
+    uid != operator() && uid != 0
+}
+
+/// Refuses a file of evidence that belongs to user `uid` (neither the operator nor root) in
+/// a folder of mode `folder_mode` that group or others can write: whoever can add files there
+/// can plant one ("'/tmp/x.lock' is owned by 'mallory' (uid 1001) in a folder others can
+/// write: not evidence of health; ..."). Anywhere else another user's file is what it seems
+/// (a colleague's log in their own folder).
+fn planted(path: &Path, role: Role, uid: u32, folder_mode: u32) -> Result<(), OpenError> {
+    if !role.owner_matters_to_read() || !foreign(uid) || folder_mode & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(OpenError::Refused(format!(
+        "'{}' is owned by '{}' (uid {uid}) in a folder others can write: not evidence of \
+         health; move it to a folder only you can write{}",
+        path.display(),
+        user_name(uid),
+        match role {
+            Role::WatchLock | Role::KeptLock => " (settings.state_dir)".to_string(),
+            role => format!(" and point '{}' there", role.setting()),
+        }
+    )))
 }
 
 fn read_followed(path: &Path, role: Role) -> Result<Opened, OpenError> {
@@ -393,6 +443,16 @@ fn read_followed(path: &Path, role: Role) -> Result<Opened, OpenError> {
     if !meta.is_file() {
         return Err(not_regular(path, role, meta.mode()));
     }
+    if role.owner_matters_to_read() && foreign(meta.uid()) {
+        // Through a link, the folder that counts is the one the file opened is in.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(|error| read_error(path, error))?;
+        let folder = real.parent().unwrap_or(Path::new("/"));
+        let shared = std::fs::metadata(folder)
+            .map_err(|error| read_error(path, error))?
+            .mode();
+        planted(path, role, meta.uid(), shared)?;
+    }
     Ok(Opened { file, meta })
 }
 
@@ -401,9 +461,14 @@ impl Entry {
         &self.path
     }
 
-    /// Opens the file to read it; `Missing` when it does not exist.
+    /// Opens the file to read it; `Missing` when it does not exist. A file of evidence that
+    /// another user planted in a folder others can write is refused ([`planted`]).
     pub fn open_read(&self) -> Result<Opened, OpenError> {
-        self.open_at(OFlag::O_RDONLY, 0, Purpose::Read)
+        let opened = self.open_at(OFlag::O_RDONLY, 0, Purpose::Read)?;
+        if self.shared {
+            planted(&self.path, self.role, opened.meta.uid(), 0o022)?;
+        }
+        Ok(opened)
     }
 
     /// Opens the file to write it, creating it when missing. Refused when it is not the
@@ -502,13 +567,19 @@ impl Entry {
     }
 
     /// What the name is, without following a link at it: a marker may be a folder (a `mkdir`
-    /// lock), which [`Entry::open_read`] refuses. `Missing` when nothing is there.
+    /// lock), which [`Entry::open_read`] refuses. `Missing` when nothing is there; refused,
+    /// as [`Entry::open_read`] refuses a file, when another user planted it in a folder others
+    /// can write.
     pub fn stat_nofollow(&self) -> Result<nix::sys::stat::FileStat, OpenError> {
         match nix::sys::stat::fstatat(
             &self.folder,
             self.name.as_os_str(),
             AtFlags::AT_SYMLINK_NOFOLLOW,
         ) {
+            Ok(stat) if self.shared => {
+                planted(&self.path, self.role, stat.st_uid, 0o022)?;
+                Ok(stat)
+            }
             Ok(stat) => Ok(stat),
             Err(Errno::ENOENT) => Err(OpenError::Missing),
             Err(errno) => Err(os_error(&self.path, self.role, Purpose::Read, errno)),
@@ -613,6 +684,25 @@ impl Entry {
             to.name.as_os_str(),
         )
         .map_err(io::Error::from)
+    }
+
+    /// Renames this name to `to`, unless `to` names something (a file made there meanwhile is
+    /// never replaced). Where the filesystem has no `RENAME_NOREPLACE`, a hard link and an
+    /// unlink do the same.
+    pub fn rename_noreplace(&self, to: &Entry) -> io::Result<()> {
+        match nix::fcntl::renameat2(
+            &self.folder,
+            self.name.as_os_str(),
+            &to.folder,
+            to.name.as_os_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Err(Errno::EINVAL | Errno::ENOSYS) => {
+                self.link_to(to)?;
+                self.unlink()
+            }
+            other => other.map_err(io::Error::from),
+        }
     }
 
     /// Gives the file named by `self` the name `to` as well (never following a link).

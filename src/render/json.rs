@@ -24,8 +24,9 @@ struct JsonReport<'a> {
 }
 
 /// The machine watcher as a script sees it: `state` one of `alive`, `passes` (`mihari watch
-/// --once` often enough), `gone` (it ran and nothing watches now: RED), `none_yet` or
-/// `unknown` (its lock cannot be judged), with what is known of it.
+/// --once` often enough), `stuck` (its process lives, its passes stopped: RED), `gone` (it ran
+/// and nothing watches now: RED), `none_yet` or `unknown` (its lock cannot be judged), with
+/// what is known of it.
 #[derive(Serialize)]
 struct JsonWatcher {
     state: &'static str,
@@ -46,10 +47,21 @@ fn json_watcher(watcher: &WatcherStatus) -> JsonWatcher {
     };
     match watcher {
         WatcherStatus::Never => {}
-        WatcherStatus::Alive { pid, since } => {
+        WatcherStatus::Alive {
+            pid,
+            since,
+            last_pass,
+        } => {
             json.state = "alive";
             json.pid = Some(*pid).filter(|pid| *pid > 0);
             json.since = at(since);
+            json.last_pass_at = at(last_pass);
+        }
+        WatcherStatus::Stuck { pid, last_pass, .. } => {
+            json.state = "stuck";
+            json.pid = Some(*pid).filter(|pid| *pid > 0);
+            json.last_pass_at = at(last_pass);
+            json.reason = watcher.broken_rule(Utc::now()).map(|rule| inert(&rule));
         }
         WatcherStatus::Passes { last, .. } => {
             json.state = "passes";

@@ -276,7 +276,8 @@ pub fn exposition(snapshot: &Snapshot, jobs: &[JobSpec], writer: Writer) -> Stri
     let (up, last_pass) = match (writer, &snapshot.watcher) {
         (Writer::Watcher { at }, _) => (true, Some(at)),
         (Writer::WatcherStopping, _) => (false, None),
-        (Writer::Check, WatcherStatus::Alive { .. }) => (true, None),
+        (Writer::Check, WatcherStatus::Alive { last_pass, .. }) => (true, Some(*last_pass)),
+        (Writer::Check, WatcherStatus::Stuck { last_pass, .. }) => (false, Some(*last_pass)),
         (Writer::Check, WatcherStatus::Passes { last, .. }) => {
             (!snapshot.watcher.is_missing(), Some(*last))
         }

@@ -18,7 +18,6 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,7 +26,10 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::diagnose::{Pos, Source, quote};
-use super::{ConfigError, ConfigFile, check_folders, check_not_writable_by_others, find_file_with};
+use super::{
+    ConfigError, ConfigFile, check_folders, check_not_writable_by_others, check_owner,
+    find_file_with, open_regular,
+};
 
 /// A fleet file larger than this is refused: a fleet of thousands of hosts fits.
 const MAX_FLEET_BYTES: u64 = 4 * 1024 * 1024;
@@ -97,31 +99,16 @@ const FLEET_FILE: ConfigFile = ConfigFile {
     variable: "MIHARI_FLEET",
     name: "fleet.yaml",
     what: "the fleet file",
+    missing: "no fleet file here: create one (hosts: [{name, ssh, config, mihari}], see the \
+              README's \"A fleet over ssh\"), or pass --fleet",
 };
 
-/// Reads, checks the permissions of, and validates the fleet file at `path`.
+/// Reads, checks the owner and permissions of, and validates the fleet file at `path`: opened
+/// as the jobs file is ([`open_regular`]), refused as it is (its `ssh` argv runs as you).
 pub fn load_fleet(path: &Path) -> Result<Fleet, ConfigError> {
-    let unreadable = |err: std::io::Error| {
-        let message = match err.kind() {
-            std::io::ErrorKind::NotFound => "no fleet file here: create one (hosts: [{name, \
-                 ssh, config, mihari}], see the README's \"A fleet over ssh\"), or pass --fleet"
-                .to_owned(),
-            _ => format!("cannot read the fleet file ({err}): check the path, or pass --fleet"),
-        };
-        ConfigError::without_position(path, message)
-    };
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(ConfigError::without_position(
-            path,
-            format!(
-                "{} is not a regular file: pass the path of the fleet file itself (--fleet)",
-                quote(&path.display().to_string())
-            ),
-        ));
-    }
-    let file = File::open(path).map_err(unreadable)?;
-    let meta = file.metadata().map_err(unreadable)?;
+    let (file, meta) = open_regular(path, &FLEET_FILE)?;
+    let unreadable = |err: std::io::Error| FLEET_FILE.unreadable(path, &err);
+    check_owner(path, &meta, &FLEET_FILE)?;
     check_not_writable_by_others(path, std::os::unix::fs::MetadataExt::mode(&meta))?;
     check_folders(path, "the fleet file")?;
     let mut bytes = Vec::new();
