@@ -406,8 +406,16 @@ fn value_of(reading: &LogProgressReading) -> Option<f64> {
     reading.done.map(|done| done as f64).or(reading.percent)
 }
 
-/// Reads every frame of `window` that `matcher` reads, newest first, into a [`Scan`].
+/// How many matching frames, at most, are searched for a fall once the newest figure's run is
+/// known: a per-file figure falls with every file, a few frames apart, and a healthy meter
+/// must not cost a parse of every frame of the window at every look.
+const FALL_FRAMES: usize = 128;
+
+/// Reads the frames of `window` that `matcher` reads, newest first, into a [`Scan`]: back to
+/// the frame before the newest figure's run, and, for a figure with no total, on to a fall
+/// (at most [`FALL_FRAMES`] frames).
 fn scan(window: &[u8], from_start: bool, matcher: &Matcher<'_>) -> Option<Scan> {
+    let mut matched = 0usize;
     let mut scan: Option<Scan> = None;
     let mut text_after = false;
     // The newer of two neighbouring matching frames, as the walk goes back.
@@ -416,6 +424,12 @@ fn scan(window: &[u8], from_start: bool, matcher: &Matcher<'_>) -> Option<Scan> 
     let mut run_open = true;
     let mut frames = frames_newest_first(window, from_start).peekable();
     while let Some(frame) = frames.next() {
+        if let Some(found) = &scan
+            && !run_open
+            && (found.newest.total.is_some() || found.fell.is_some() || matched >= FALL_FRAMES)
+        {
+            break;
+        }
         let is_first_of_file = from_start && frames.peek().is_none();
         if frame.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -430,6 +444,7 @@ fn scan(window: &[u8], from_start: bool, matcher: &Matcher<'_>) -> Option<Scan> 
         let Some(value) = value_of(&parsed.reading) else {
             continue;
         };
+        matched += 1;
         let figure = parsed.reading.figure;
         let no_total = parsed.reading.total.is_none();
         let Some(found) = scan.as_mut() else {
