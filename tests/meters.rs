@@ -695,6 +695,12 @@ fn captured_curl_meters_read_bytes_total_rate_time_left_and_how_long_they_stood(
     assert_eq!(complete.percent, Some(100.0));
     let (unknown, _) = fixture("curl-meter-nolength.log", LogProgress::Curl);
     assert_eq!((unknown.done, unknown.total), (Some(2929 * 1024), None));
+    // An upload (curl -T) receives nothing: its figure is what it sent.
+    let (upload, _) = fixture("curl-meter-upload.log", LogProgress::Curl);
+    assert_eq!(
+        (upload.done, upload.total),
+        (Some(2929 * 1024), Some(2929 * 1024))
+    );
     let (bar, _) = fixture("curl-bar-complete.log", LogProgress::Curl);
     assert_eq!((bar.percent, bar.figure), (Some(100.0), Figure::Percent));
     let (bar, _) = fixture("curl-bar-stalled.log", LogProgress::Curl);

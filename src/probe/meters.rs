@@ -113,7 +113,8 @@ fn curl_time(text: &str) -> Option<f64> {
 /// `Received`, `% Xferd`, `Xferd`, the two average speeds, time total, spent and left, and
 /// the current speed), sizes in steps of 1024 (`4882k`, `12.3M`). With no length from the
 /// server it prints the bytes so far as the total and `0` as the percent received: then no
-/// total is known. `-#` draws `####    45.6%`, and nothing while no byte arrives.
+/// total is known. An upload's figure is the bytes sent. `-#` draws `####    45.6%`, and
+/// nothing while no byte arrives.
 pub fn curl(frame: &str) -> Option<Frame> {
     static METER: OnceLock<Regex> = OnceLock::new();
     static BAR: OnceLock<Regex> = OnceLock::new();
@@ -128,9 +129,16 @@ pub fn curl(frame: &str) -> Option<Frame> {
     if let Some(found) = meter.captures(frame) {
         let at = |i: usize, j: usize| size(&found[i], &found[j], 1024.0);
         let total = at(1, 2)?;
-        let received_percent: u32 = found[3].parse().ok()?;
-        let received = at(4, 5)?;
-        let known = received_percent > 0 || received < total;
+        let mut moved_percent: u32 = found[3].parse().ok()?;
+        let mut received = at(4, 5)?;
+        // An upload (`-T`) receives nothing: its figure is the bytes sent ("Xferd"), whose
+        // percent is the first column.
+        let sent = at(6, 7)?;
+        if received == 0.0 && sent > 0.0 {
+            received = sent;
+            moved_percent = frame.split_whitespace().next()?.parse().ok()?;
+        }
+        let known = moved_percent > 0 || received < total;
         let mut reading = reading(
             Some(received.round() as u64),
             known.then(|| total.round() as u64).filter(|&t| t > 0),
