@@ -1046,7 +1046,8 @@ fn meter_words(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Vec<St
         let worth_a_line = job.stall_limit().map_or(REDRAW_WORDS_AFTER_SEC, |limit| {
             REDRAW_WORDS_AFTER_SEC.min(limit as f64)
         });
-        if stood >= worth_a_line {
+        // Named as soon as the age the verdict takes (the earliest, when known) says so.
+        if seconds_between(moved.earliest.unwrap_or(moved.latest), now) >= worth_a_line {
             // The figure moved between the earliest and the latest: say the age the verdict
             // used when the two are close, the range when they are not.
             let how_long = match moved.earliest {
