@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use mihari::config::{JobSpec, Predicate, ProcessSpec, ProgressTable, Timeouts};
+use mihari::config::{JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, Timeouts};
 use mihari::core::assess::ProgressSource;
 use mihari::core::{
-    Bucket, Carried, CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History,
-    LastRun, LineCount, Liveness, LockHolder, ManifestReading, MatchedProcess, OperatorNote,
-    Reading, RunExit, State, TableReading, assess, order,
+    Bucket, Carried, CheckOutcome, CheckResult, Evidence, Fall, Figure, FileStamp,
+    HeartbeatReading, History, LastRun, LineCount, Liveness, LockHolder, LogProgressReading,
+    ManifestReading, MatchedProcess, Moved, OperatorNote, Reading, RunExit, State, TableReading,
+    assess, order,
 };
 
 fn now() -> DateTime<Utc> {
@@ -1444,4 +1445,242 @@ fn a_watcher_is_stuck_only_past_five_minutes_without_a_recorded_pass() {
         let got = stuck_for(ago(secs_ago), now()).map(|ago| ago.num_milliseconds());
         assert_eq!(got, stuck_ms, "{name}");
     }
+}
+
+/// A download job reading wget's meter from its log, with no total of its own.
+fn meter_job() -> JobSpec {
+    JobSpec {
+        progress_file: None,
+        expected_total: None,
+        log_progress: Some(LogProgress::Wget),
+        stall_sec: 300,
+        should_run_when: vec![Predicate::NotComplete],
+        ..job()
+    }
+}
+
+/// What the log's meter read: `done` bytes at `percent`, its figure last moved between
+/// `earliest` and `latest` seconds ago (`None`: not known), the log redrawn `redrawn` seconds
+/// ago (`None`: the newest frame is the move), and a per-file fall when `fell`.
+fn meter(
+    done: Option<u64>,
+    percent: f64,
+    latest: f64,
+    earliest: Option<f64>,
+    redrawn: Option<f64>,
+    fell: bool,
+) -> Option<Box<Reading<LogProgressReading>>> {
+    Some(Box::new(Reading::Found(LogProgressReading {
+        done,
+        total: None,
+        percent: Some(percent),
+        rate_per_sec: Some(412_000.0),
+        remaining_sec: Some(40.0),
+        frame: "big.bin  31%[=====>   ]   1.51M  --.-KB/s    eta 27s".into(),
+        from: None,
+        figure: if done.is_some() {
+            Figure::Bytes
+        } else {
+            Figure::Percent
+        },
+        moved: Some(Moved {
+            latest: ago(latest),
+            earliest: earliest.map(ago),
+            redrawn_at: redrawn.map(ago),
+            value: done.map_or(percent, |d| d as f64),
+        }),
+        // Per file: rsync --progress's bytes and its percent fall with each new file.
+        fell: fell.then_some(match done {
+            Some(_) => Fall {
+                from: 200_000.0,
+                to: 32_768.0,
+            },
+            None => Fall {
+                from: 100.0,
+                to: 16.0,
+            },
+        }),
+    })))
+}
+
+/// A live holder whose log was last written `log_ago`, with `reading` from its meter.
+fn metered(log_ago: f64, reading: Option<Box<Reading<LogProgressReading>>>) -> Evidence {
+    Evidence {
+        lock: Some(holder(Liveness::Alive, 3600.0)),
+        log: log(log_ago),
+        log_progress: reading,
+        ..Evidence::default()
+    }
+}
+
+fn meter_boundaries() -> Vec<Boundary> {
+    let bytes = Some(1_583_350);
+    vec![
+        Boundary {
+            name: "a meter redrawn 1 s ago over bytes that stood 6 min is STALLED (the frozen \
+                   server)",
+            job: meter_job(),
+            evidence: metered(
+                1.0,
+                meter(bytes, 31.0, 360.0, Some(361.0), Some(1.0), false),
+            ),
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "no progress for 361 s (freshest: log",
+            also: "its meter redraws (last 1 s ago) but has read 1,583,350 bytes for 361 s",
+        },
+        Boundary {
+            name: "a meter whose newest frame moved it is RUNNING, aged from the log",
+            job: meter_job(),
+            evidence: metered(1.0, meter(bytes, 31.0, 1.0, Some(1.0), None, false)),
+            state: State::Running,
+            bucket: None,
+            says: "progress 1 s ago (log)",
+            also: "progress 1 s ago",
+        },
+        Boundary {
+            name: "a redrawn meter with no clock and no earlier look is UNKNOWN, never fresh",
+            job: meter_job(),
+            evidence: metered(1.0, meter(bytes, 31.0, 1.0, None, Some(1.0), false)),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot tell a stall from a slow meter",
+            also: "at most 1 s ago, and nothing tells how much earlier",
+        },
+        Boundary {
+            name: "a redrawn meter that moved between two looks within stall_sec is RUNNING",
+            job: meter_job(),
+            evidence: metered(1.0, meter(bytes, 31.0, 1.0, Some(200.0), Some(1.0), false)),
+            state: State::Running,
+            bucket: None,
+            says: "progress 200 s ago (log)",
+            also: "progress 200 s ago",
+        },
+        Boundary {
+            name: "a redrawn meter that moved between two looks either side of stall_sec is \
+                   UNKNOWN",
+            job: meter_job(),
+            evidence: metered(
+                1.0,
+                meter(bytes, 31.0, 100.0, Some(400.0), Some(1.0), false),
+            ),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "between 100 s and 400 s ago",
+            also: "cannot tell a stall from a slow meter",
+        },
+        Boundary {
+            name: "a redrawn meter whose latest possible move is past stall_sec is STALLED, \
+                   even with no earliest known",
+            job: meter_job(),
+            evidence: metered(1.0, meter(bytes, 31.0, 301.0, None, Some(1.0), false)),
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "no progress for 301 s (freshest: log",
+            also: "has read 1,583,350 bytes for at least 301 s",
+        },
+        Boundary {
+            name: "a meter that stood but is followed by other lines is aged by the log's write",
+            job: meter_job(),
+            evidence: metered(2.0, meter(bytes, 31.0, 600.0, Some(600.0), None, false)),
+            state: State::Running,
+            bucket: None,
+            says: "progress 2 s ago (log)",
+            also: "progress 2 s ago",
+        },
+        Boundary {
+            name: "a per-file percent that fell, at 100, is not COMPLETE (rsync --progress \
+                   killed at file 20 of 60)",
+            job: JobSpec {
+                log_progress: Some(LogProgress::Percent),
+                ..meter_job()
+            },
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                log_progress: meter(None, 100.0, 30.0, Some(30.0), None, true),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "its log's percent fell from 100 % to 16 %",
+            also: "for rsync use --info=progress2 and preset rsync",
+        },
+        Boundary {
+            name: "a percent at 100 that never fell is COMPLETE",
+            job: JobSpec {
+                log_progress: Some(LogProgress::Percent),
+                ..meter_job()
+            },
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                log_progress: meter(None, 100.0, 30.0, Some(30.0), None, false),
+                ..Evidence::default()
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 100% done, as its log prints",
+            also: "complete",
+        },
+        Boundary {
+            name: "a byte count that fell (rsync --progress read by preset rsync) is not due \
+                   by its percent either",
+            job: JobSpec {
+                log_progress: Some(LogProgress::Rsync),
+                ..meter_job()
+            },
+            evidence: Evidence {
+                lock: Some(Reading::Empty),
+                log: log(30.0),
+                log_progress: meter(bytes, 40.0, 30.0, Some(30.0), None, true),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "its log's byte count fell from 200,000 bytes to 32,768 bytes",
+            also: "not progress",
+        },
+    ]
+}
+
+#[test]
+fn every_boundary_of_a_reading_that_must_move_to_be_progress() {
+    let mut failures = Vec::new();
+    for row in meter_boundaries() {
+        let got = assess(&row.job, &row.evidence, now());
+        let first = got.reasons.first().cloned().unwrap_or_default();
+        let also = got.reasons.iter().any(|r| r.contains(row.also));
+        if got.state != row.state || got.bucket != row.bucket || !first.contains(row.says) || !also
+        {
+            failures.push(format!(
+                "{}:\n  want {:?} {:?} saying '{}' and '{}'\n  got  {:?} {:?} {:?}",
+                row.name,
+                row.state,
+                row.bucket,
+                row.says,
+                row.also,
+                got.state,
+                got.bucket,
+                got.reasons
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_meter_with_no_total_gives_the_rate_and_time_left_it_prints() {
+    let got = assess(
+        &meter_job(),
+        &metered(
+            1.0,
+            meter(Some(1_583_350), 31.0, 1.0, Some(1.0), None, false),
+        ),
+        now(),
+    );
+    assert_eq!(got.state, State::Running);
+    assert_eq!(got.rate_per_sec, Some(412_000.0));
+    assert_eq!(got.eta_sec, Some(40.0));
+    assert_eq!(got.percent, Some(31.0));
 }

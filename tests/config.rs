@@ -119,7 +119,8 @@ const REFUSALS: &[Refusal] = &[
     // progress read from the job's own output
     refusal("log_progress_pattern_does_not_compile", 6, 16, r"step (?P<done>\d+/(?P<total>\d+)", "is not a regular expression (unclosed group)"),
     refusal("log_progress_pattern_without_done_or_percent", 6, 16, r"step (\d+)/(?P<total>\d+)", "has neither a 'done' nor a 'percent' group"),
-    refusal("log_progress_unknown_preset",     6, 15, "progressbar",   "write one of 'tqdm', 'fraction', 'percent'"),
+    refusal("log_progress_unknown_preset",     6, 15, "progressbar",   "write one of 'tqdm', 'fraction', 'percent', 'curl', 'wget', 'rsync', 'pv', 'dd'"),
+    refusal("log_progress_dd_without_expected_total", 4, 23, "not_complete", "dd status=progress prints the bytes copied, never of how many"),
     refusal("log_progress_without_log",        6, 19, "{",             "has no log to read"),
     refusal("log_progress_preset_and_pattern", 7, 16, r"step (?P<done>\d+)", "keep one"),
     refusal("log_progress_without_preset_or_pattern", 5, 19, "{",      "names neither a preset nor a pattern"),

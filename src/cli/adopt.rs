@@ -887,18 +887,23 @@ fn rotated_away(written: &Written) -> Option<(PathBuf, bool)> {
     Some((log, read))
 }
 
-/// The preset (tqdm first: its frames also hold a fraction and a percent) that reads progress
-/// from what the log at `path` printed last (or, just after a rotation, its predecessor), and
-/// the frame it read, inert and short.
+/// The preset (tqdm and the tools' meters first: their frames also hold a fraction or a
+/// percent) that reads progress from what the log at `path` printed last (or, just after a
+/// rotation, its predecessor), and the frame it read, inert and short.
 fn printed_progress(path: &Path) -> Option<(&'static str, String)> {
     let mut reader = crate::probe::log_progress::LogProgressReader::default();
     [
-        (LogProgress::Tqdm, "tqdm"),
-        (LogProgress::Fraction, "fraction"),
-        (LogProgress::Percent, "percent"),
+        LogProgress::Tqdm,
+        LogProgress::Curl,
+        LogProgress::Wget,
+        LogProgress::Rsync,
+        LogProgress::Dd,
+        LogProgress::Fraction,
+        LogProgress::Percent,
     ]
     .into_iter()
-    .find_map(|(spec, name)| match reader.read(path, &spec) {
+    .map(|spec| (spec.as_str(), spec))
+    .find_map(|(name, spec)| match reader.read(path, &spec) {
         Reading::Found(found) => {
             let frame: String = found.frame.trim().chars().take(72).collect();
             Some((name, frame))

@@ -206,8 +206,23 @@ pub enum LogProgress {
     Tqdm,
     /// The last `N/M` of the frame: `epoch 3/10 step 1200/5000` reads 1200 of 5000.
     Fraction,
-    /// The last `NN%` of the frame: `67%`.
+    /// The last `NN%` of the frame: `67%` (never a compression ratio: `gzip -v`'s `61.8% --
+    /// replaced with`, zstd's `: 15.20%   (1.32 MiB => 206 KiB`).
     Percent,
+    /// curl's meter: the default one (bytes received of the total, its current speed, time
+    /// spent and left) and `-#`'s bar (a percent).
+    Curl,
+    /// wget's bar (`45%[===>   ] 1.91M  392KB/s  eta 9s`) and the dots it writes to a file
+    /// (`1950K .......... 40% 6.15K 19s`).
+    Wget,
+    /// rsync's `--info=progress2`: the bytes of the whole transfer, its percent, rate and time
+    /// left.
+    Rsync,
+    /// pv's `-n`: a bare percent (or, with `-b`, bytes) a line, with `-t`'s seconds before
+    /// it; and its default meter with `-f`.
+    Pv,
+    /// dd's `status=progress`: bytes copied, seconds and rate; no total (give expected_total).
+    Dd,
     /// A regular expression with named groups `done`, `total` and `percent` (at least one of
     /// `done` and `percent`); it compiled when the file was loaded.
     Pattern {
@@ -218,10 +233,15 @@ pub enum LogProgress {
 }
 
 impl LogProgress {
-    pub const PRESETS: [LogProgress; 3] = [
+    pub const PRESETS: [LogProgress; 8] = [
         LogProgress::Tqdm,
         LogProgress::Fraction,
         LogProgress::Percent,
+        LogProgress::Curl,
+        LogProgress::Wget,
+        LogProgress::Rsync,
+        LogProgress::Pv,
+        LogProgress::Dd,
     ];
 
     /// The preset's name as spelt in the jobs file, or 'pattern'.
@@ -230,6 +250,11 @@ impl LogProgress {
             LogProgress::Tqdm => "tqdm",
             LogProgress::Fraction => "fraction",
             LogProgress::Percent => "percent",
+            LogProgress::Curl => "curl",
+            LogProgress::Wget => "wget",
+            LogProgress::Rsync => "rsync",
+            LogProgress::Pv => "pv",
+            LogProgress::Dd => "dd",
             LogProgress::Pattern { .. } => "pattern",
         }
     }
@@ -237,7 +262,15 @@ impl LogProgress {
     /// Whether the readings carry a total (or a percent, which is done at 100).
     pub fn reports_total(&self) -> bool {
         match self {
-            LogProgress::Tqdm | LogProgress::Fraction | LogProgress::Percent => true,
+            LogProgress::Tqdm
+            | LogProgress::Fraction
+            | LogProgress::Percent
+            | LogProgress::Curl
+            | LogProgress::Wget
+            | LogProgress::Rsync
+            | LogProgress::Pv => true,
+            // dd prints the bytes copied, never of how many.
+            LogProgress::Dd => false,
             LogProgress::Pattern { reports_total, .. } => *reports_total,
         }
     }

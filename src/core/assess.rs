@@ -9,10 +9,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::evidence::{
-    Carried, CheckOutcome, CheckResult, Evidence, Liveness, LockHolder, MatchedProcess,
-    OperatorNote, PendingApproval, Reading, RunExit,
+    Carried, CheckOutcome, CheckResult, Evidence, Fall, Figure, Liveness, LockHolder,
+    MatchedProcess, Moved, OperatorNote, PendingApproval, Reading, RunExit,
 };
-use crate::config::{JobSpec, Predicate};
+use crate::config::{JobSpec, LogProgress, Predicate};
 
 /// The state of a job, in the order SPEC §4 decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -229,6 +229,12 @@ pub fn assess_sampled(
             source.as_str()
         ));
         State::Running
+    } else if job.lock.is_none()
+        && job.process.is_none()
+        && let Some(doubt) = progress.doubt_words(job, age_sec.map(|(age, _)| age))
+    {
+        reasons.push(format!("no lock declared; {doubt}"));
+        State::Unknown
     } else {
         judge_not_holding(job, evidence, &done, &mut reasons)
     };
@@ -265,6 +271,12 @@ pub fn assess_sampled(
         reasons.push(format!("{source}: fault: {error}"));
     }
     reasons.extend(log_words(job, evidence, &progress, holder_started, now));
+    for words in meter_words(job, evidence, now) {
+        // A fall may already be the reason not_complete cannot be told.
+        if !reasons.iter().any(|reason| reason.contains(&words)) {
+            reasons.push(words);
+        }
+    }
 
     for approval in &evidence.pending_approvals {
         reasons.push(format!(
@@ -594,6 +606,10 @@ fn judge_holder(
             State::Unknown
         }
         Liveness::Alive => match age_sec {
+            Some((age, _)) if let Some(doubt) = progress.doubt_words(job, Some(age)) => {
+                reasons.push(format!("{who}, alive{stopped}; {doubt}"));
+                State::Unknown
+            }
             Some((age, source)) if job.stall_limit().is_some_and(|limit| age > limit as f64) => {
                 if progress.faults.is_empty() && progress.missing.is_none() {
                     reasons.push(format!(
@@ -725,6 +741,9 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
     match predicate {
         Predicate::NotComplete => match (done, expected_total(job, evidence)) {
             (Done::Fault(error), _) => Verdict::Undecidable(error.clone()),
+            (_, None) if let Some((figure, fell)) = fallen(evidence) => {
+                Verdict::Undecidable(fall_words(job, figure, fell))
+            }
             (_, None) if printed_percent(evidence).is_some() => {
                 let percent = printed_percent(evidence).unwrap_or(0.0);
                 if percent < 100.0 {
@@ -821,6 +840,11 @@ struct Progress {
     /// Why the log is missing, when it is and nothing carries its last write: a stall cannot
     /// be told from a wrong path then.
     missing: Option<String>,
+    /// Seconds since the latest its log's reading can have moved, when its meter redraws and
+    /// the earliest is not known as well: the age counts from the earliest (or, when none is
+    /// known, the log counts for nothing), so a stall past `stall_sec` by the earliest but
+    /// not by this cannot be told from a slow meter.
+    redraw_doubt: Option<(f64, Option<f64>)>,
 }
 
 impl Progress {
@@ -849,15 +873,42 @@ impl Progress {
             }
         };
         let before_holder = |at: DateTime<Utc>| holder_started.is_some_and(|start| at < start);
+        let mut redraw_doubt = None;
         if let Some(reading) = &evidence.log {
             let stamp = reading
                 .found()
                 .filter(|s| s.carried.is_none() || !before_holder(s.modified));
-            consider(
-                stamp.map(|r| r.modified),
-                ProgressSource::Log,
-                "its last write is".to_string(),
-            );
+            match redrawn(job, evidence) {
+                // Under log_progress the log's time is that of its last redraw: what counts
+                // is when its reading last moved (SPEC §3: a reading must advance).
+                Some(moved) => {
+                    if moved.earliest != Some(moved.latest) {
+                        redraw_doubt = Some((
+                            seconds_between(moved.latest, now),
+                            moved
+                                .earliest
+                                .map(|earliest| seconds_between(earliest, now)),
+                        ));
+                    }
+                    // With no earliest known, the latest still stands once it is past
+                    // stall_sec: a stall then either way, aged from the log.
+                    let stalled_by_latest = job
+                        .stall_limit()
+                        .is_some_and(|limit| seconds_between(moved.latest, now) > limit as f64);
+                    consider(
+                        moved
+                            .earliest
+                            .or_else(|| stalled_by_latest.then_some(moved.latest)),
+                        ProgressSource::Log,
+                        "its reading last moved".to_string(),
+                    );
+                }
+                None => consider(
+                    stamp.map(|r| r.modified),
+                    ProgressSource::Log,
+                    "its last write is".to_string(),
+                ),
+            }
         }
         if let Some(reading) = &evidence.progress_file {
             consider(
@@ -933,8 +984,122 @@ impl Progress {
             newest,
             faults,
             missing,
+            redraw_doubt,
         }
     }
+}
+
+/// When the reading of `job`'s log last moved, when its last write is a redraw of the same
+/// figure (a meter drawn again with nothing new): `None` when the log's own time stands.
+fn redrawn<'a>(job: &JobSpec, evidence: &'a Evidence) -> Option<&'a Moved> {
+    job.log_progress.as_ref()?;
+    evidence
+        .log_progress
+        .as_deref()?
+        .found()?
+        .moved
+        .as_ref()
+        .filter(|moved| moved.redrawn_at.is_some())
+}
+
+impl Progress {
+    /// The words for a job whose age by the earliest its log's reading can have moved is past
+    /// `stall_sec`, while by the latest it is not: what neither a stall nor progress can be
+    /// said of. `None` when the doubt does not matter to the verdict.
+    fn doubt_words(&self, job: &JobSpec, age: Option<f64>) -> Option<String> {
+        let (youngest, oldest) = self.redraw_doubt?;
+        let limit = job.stall_limit()? as f64;
+        if youngest > limit || age.is_some_and(|age| age <= limit) {
+            return None;
+        }
+        let when = match oldest {
+            Some(oldest) => format!(
+                "between {} and {} ago (its meter prints no clock, and the last look was \
+                 before it moved)",
+                fmt_secs(youngest),
+                fmt_secs(oldest)
+            ),
+            None => format!(
+                "at most {} ago, and nothing tells how much earlier (its meter prints no clock, \
+                 and no earlier look saw it)",
+                fmt_secs(youngest)
+            ),
+        };
+        Some(format!(
+            "its log's meter redraws, and its reading last moved {when}: cannot tell a stall \
+             from a slow meter until a later look (stall_sec {})",
+            job.stall_sec
+        ))
+    }
+}
+
+/// What a meter that redraws, and a figure that fell, add to the reasons.
+fn meter_words(job: &JobSpec, evidence: &Evidence, now: DateTime<Utc>) -> Vec<String> {
+    let mut words = Vec::new();
+    let Some(reading) = evidence.log_progress.as_deref().and_then(|r| r.found()) else {
+        return words;
+    };
+    if let Some(moved) = redrawn(job, evidence)
+        && let Some(drawn) = moved.redrawn_at
+    {
+        let stood = seconds_between(moved.latest, now);
+        let worth_a_line = job.stall_limit().map_or(REDRAW_WORDS_AFTER_SEC, |limit| {
+            REDRAW_WORDS_AFTER_SEC.min(limit as f64)
+        });
+        // Named as soon as the age the verdict takes (the earliest, when known) says so.
+        if seconds_between(moved.earliest.unwrap_or(moved.latest), now) >= worth_a_line {
+            // The figure moved between the earliest and the latest: say the age the verdict
+            // used when the two are close, the range when they are not.
+            let how_long = match moved.earliest {
+                Some(earliest) if seconds_between(earliest, moved.latest) <= 5.0 => {
+                    fmt_secs(seconds_between(earliest, now))
+                }
+                Some(earliest) => format!(
+                    "between {} and {}",
+                    fmt_secs(stood),
+                    fmt_secs(seconds_between(earliest, now))
+                ),
+                None => format!("at least {}", fmt_secs(stood)),
+            };
+            let what = match reading.figure {
+                Figure::Bytes => format!("has read {}", reading.figure.words(moved.value)),
+                figure => format!("stands at {}", figure.words(moved.value)),
+            };
+            words.push(format!(
+                "log: its meter redraws (last {} ago) but {what} for {how_long}",
+                fmt_secs(seconds_between(drawn, now)),
+            ));
+        }
+    }
+    if let Some(fell) = &reading.fell {
+        words.push(fall_words(job, reading.figure, fell));
+    }
+    words
+}
+
+/// A redraw is named once the figure has stood this long (or stall_sec, when shorter): a meter
+/// that moves every few seconds is not worth a line.
+const REDRAW_WORDS_AFTER_SEC: f64 = 10.0;
+
+/// "its log's percent fell from 100 % to 3 %: ...".
+fn fall_words(job: &JobSpec, figure: Figure, fell: &Fall) -> String {
+    let name = match figure {
+        Figure::Percent => "percent",
+        Figure::Bytes => "byte count",
+        Figure::Items => "count",
+    };
+    let hint = match job.log_progress {
+        Some(LogProgress::Percent | LogProgress::Rsync) => {
+            "; for rsync use --info=progress2 and preset rsync"
+        }
+        _ => "",
+    };
+    format!(
+        "log_progress: its log's {name} fell from {} to {}: a per-file figure or a ratio is not \
+         progress, and never says the job is complete{hint}",
+        figure.words(fell.from),
+        figure.words(fell.to)
+    )
 }
 
 /// What the log's reading adds to the reasons: that it is missing (naming the path), or that
@@ -1009,15 +1174,26 @@ pub fn expected_total(job: &JobSpec, evidence: &Evidence) -> Option<u64> {
         })
 }
 
-/// The percent the log prints when it prints no done of a total (`67%`): what says how far a
-/// job with nothing to count is.
+/// The percent the log prints when it prints no total (`67%`, wget's `45%[===>`): what says
+/// how far a job with no total is. Never a percent that fell: a per-file figure or a ratio
+/// says nothing of the whole.
 fn printed_percent(evidence: &Evidence) -> Option<f64> {
     evidence
         .log_progress
         .as_ref()
         .and_then(|reading| reading.found())
-        .filter(|printed| printed.done.is_none())
+        .filter(|printed| printed.total.is_none() && printed.fell.is_none())
         .and_then(|printed| printed.percent)
+}
+
+/// The fall its log's figure showed, when it has no total to be done at.
+fn fallen(evidence: &Evidence) -> Option<(Figure, &Fall)> {
+    evidence
+        .log_progress
+        .as_deref()
+        .and_then(|reading| reading.found())
+        .filter(|printed| printed.total.is_none())
+        .and_then(|printed| printed.fell.as_ref().map(|fell| (printed.figure, fell)))
 }
 
 /// How far along, 0 to 100: done of the total, else the percent the log prints.
@@ -1048,14 +1224,18 @@ fn pace(
     if !matches!(state, State::Running | State::Stalled) {
         return (None, None);
     }
-    let Some(done) = done else {
-        return (None, None);
-    };
     let printed = evidence
         .log_progress
         .as_ref()
         .and_then(|reading| reading.found())
-        .filter(|printed| state == State::Running && printed.done == Some(done));
+        .filter(|printed| state == State::Running && printed.done == done);
+    // A meter with a percent and no count (curl -#, pv -n) has only what it prints.
+    let Some(done) = done else {
+        return (
+            printed.and_then(|p| p.rate_per_sec),
+            printed.and_then(|p| p.remaining_sec),
+        );
+    };
     let sampled = {
         let since = now - chrono::Duration::seconds(RATE_WINDOW_SEC);
         // Only the samples since done last went down (a restart that counts from 0 again).
@@ -1087,7 +1267,8 @@ fn pace(
         Some(total) if done >= total => Some(0.0),
         Some(total) => printed_remaining
             .or_else(|| rate.filter(|r| *r > 0.0).map(|r| (total - done) as f64 / r)),
-        None => None,
+        // No total known, but the tool prints the time left (wget, rsync, pv).
+        None => printed_remaining,
     };
     (rate, eta)
 }

@@ -120,6 +120,80 @@ pub struct LogProgressReading {
     /// matching frame since a rotation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<std::path::PathBuf>,
+    /// What the figure that must move is: items, bytes or a percent (for the words).
+    pub figure: Figure,
+    /// When the reading last moved, as far as the log and earlier looks show it; `None` when
+    /// it was read in a rotated predecessor (the log's own time stands then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<Moved>,
+    /// A fall of the figure seen in the log's last frames or since an earlier look: a
+    /// per-file figure or a ratio, which is not progress of the whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fell: Option<Fall>,
+}
+
+/// What a meter's figure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    Items,
+    Bytes,
+    Percent,
+}
+
+impl Figure {
+    /// `value` in the operator's words: "450 items", "1,999,872 bytes", "45 %".
+    pub fn words(self, value: f64) -> String {
+        match self {
+            Figure::Percent => format!("{} %", trim_number(value)),
+            Figure::Bytes => format!("{} bytes", thousands(value.round() as u64)),
+            Figure::Items => format!("{} items", thousands(value.round() as u64)),
+        }
+    }
+}
+
+/// 45, 45.5, 45.25: a percent as printed, without trailing zeros.
+fn trim_number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// 1999872 as "1,999,872".
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// When a log's reading last moved: a time known to the second when the newest frame is the
+/// first to show it (or the tool prints its own clock), else the bounds that are known. A
+/// meter that redraws the same figure every second moves the log's modification time, never
+/// these.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Moved {
+    /// The latest it can have moved: the figure has shown the same value since then.
+    pub latest: DateTime<Utc>,
+    /// The earliest it can have moved; `None` when nothing tells (a meter that redraws with no
+    /// clock of its own, at a first look): then its freshness is not known.
+    pub earliest: Option<DateTime<Utc>>,
+    /// The log's last write, when it is a redraw of the same figure (the frames after the
+    /// move), for the words; `None` when the newest frame is the move or text follows it.
+    pub redrawn_at: Option<DateTime<Utc>>,
+    /// The figure that has not moved since `latest`.
+    pub value: f64,
+}
+
+/// A figure that went down: from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fall {
+    pub from: f64,
+    pub to: f64,
 }
 
 /// The last heartbeat a job sent (`mihari heartbeat`): a progress source it reports itself.

@@ -19,9 +19,9 @@ pub mod watch;
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;
 pub use evidence::{
-    CheckOutcome, CheckResult, Evidence, FileStamp, HeartbeatReading, History, LastRun, LineCount,
-    Liveness, LockHolder, LogProgressReading, ManifestReading, MatchedProcess, OperatorNote,
-    PendingApproval, Reading, RunExit, TableReading,
+    CheckOutcome, CheckResult, Evidence, Fall, Figure, FileStamp, HeartbeatReading, History,
+    LastRun, LineCount, Liveness, LockHolder, LogProgressReading, ManifestReading, MatchedProcess,
+    Moved, OperatorNote, PendingApproval, Reading, RunExit, TableReading,
 };
 pub use evidence::{MarkerKind, MarkerReading};
 pub use order::{ActionList, order, order_with_rules};

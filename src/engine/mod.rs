@@ -348,6 +348,9 @@ impl Engine {
         prober
             .counter()
             .adopt(crate::store::counts::load(&config.settings.state_dir));
+        prober
+            .log_readings()
+            .adopt(crate::store::readings::load(&config.settings.state_dir));
         Engine {
             paths,
             counts_kept_at: None,
@@ -654,12 +657,25 @@ impl Engine {
         let due = self
             .counts_kept_at
             .is_none_or(|at| now - at >= Duration::seconds(COUNTS_KEPT_EVERY_SEC));
-        if !due || !self.prober.counter().take_changed() {
+        if !due {
+            return;
+        }
+        let counts_changed = self.prober.counter().take_changed();
+        let readings_changed = self.prober.log_readings().take_changed();
+        if !counts_changed && !readings_changed {
             return;
         }
         self.counts_kept_at = Some(now);
-        let counter = self.prober.counter();
-        let kept = crate::store::counts::save(&self.config.settings.state_dir, counter.counts());
+        let state_dir = &self.config.settings.state_dir;
+        let mut kept = Ok(());
+        if counts_changed {
+            kept = crate::store::counts::save(state_dir, self.prober.counter().counts());
+        }
+        if readings_changed {
+            let readings =
+                crate::store::readings::save(state_dir, self.prober.log_readings().kept(), now);
+            kept = kept.and(readings);
+        }
         self.counts_fault = kept.err();
     }
 

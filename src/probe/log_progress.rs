@@ -1,26 +1,38 @@
-//! `log_progress`: done, total and percent read from what the job prints.
+//! `log_progress`: done, total and percent read from what the job prints, and when that
+//! reading last moved.
 //!
 //! Most jobs write no progress file: tqdm redraws a bar with '\r' on stderr, a training loop
-//! prints `epoch 3/10 step 1200/5000`, a download prints `67%`. This module owns reading
-//! that back: the last [`WINDOW_BYTES`] of the log (never more, whatever the log's size),
-//! split into frames at '\r' and '\n' as a terminal would draw them, and searched from the
-//! newest frame backwards; the first frame that matches wins, so a "saving checkpoint" line
-//! printed after the last step does not hide it. When the log holds no matching frame (it
-//! was just rotated), its rotated predecessor (`run.log.1`, `run.log-YYYYMMDD`) is read the
-//! same way. Every file is opened through [`super::safe_open`] with the log's rules. A log
-//! that cannot be read is a fault, never "no progress"; this module never judges a reading.
+//! prints `epoch 3/10 step 1200/5000`, curl and wget redraw a meter every second. This module
+//! owns reading that back: the last [`WINDOW_BYTES`] of the log (never more, whatever the
+//! log's size), split into frames at '\r' and '\n' as a terminal would draw them, and
+//! searched from the newest frame backwards; the newest frame that matches is the reading, so
+//! a "saving checkpoint" line printed after the last step does not hide it. When the log
+//! holds no matching frame (it was just rotated), its rotated predecessor (`run.log.1`,
+//! `run.log-YYYYMMDD`) is read the same way. Every file is opened through
+//! [`super::safe_open`] with the log's rules. A log that cannot be read is a fault, never "no
+//! progress"; this module never judges a reading.
+//!
+//! A meter that redraws moves the log's modification time while not one byte arrives, so
+//! this module also owns *when the reading last moved* ([`Moved`]): from the frames in the
+//! window (the newest frame is the first to show its figure, or the tool's own clock says how
+//! long the figure has stood), and from what earlier looks saw ([`KeptReading`], kept across
+//! passes by a long-running process and across processes in `state_dir` by the engine). What
+//! neither can tell is left unknown, never guessed fresh. A figure that falls (a per-file
+//! figure, a ratio) is noted as a [`Fall`].
 
 use std::collections::HashMap;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use chrono::{DateTime, Utc};
 use regex::Regex;
 
+use super::meters::{self, Frame, reading};
 use super::safe_open::{self, OpenError, Role};
 use crate::config::LogProgress;
 use crate::core::text::inert;
-use crate::core::{LogProgressReading, Reading};
+use crate::core::{Fall, Figure, LogProgressReading, Moved, Reading};
 
 /// How much of the end of a log is searched for a matching frame: a tqdm bar is about 80
 /// bytes, so this holds hundreds of frames and a few screens of lines printed after the last
@@ -30,11 +42,38 @@ pub const WINDOW_BYTES: u64 = 64 * 1024;
 /// The most characters of the matching frame kept for the detail pane.
 const FRAME_CHARS: usize = 200;
 
-/// The compiled patterns of every job, kept across passes: a pattern is compiled once per
-/// process, not once per look.
+/// What an earlier look saw of one log's reading under one preset: enough to tell, at the
+/// next look, whether the figure moved since, and since when it has not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeptReading {
+    pub dev: u64,
+    pub ino: u64,
+    /// The log's length at that look: a shorter log is another file.
+    pub len: u64,
+    pub figure: Figure,
+    pub value: f64,
+    /// When the figure last moved, as bounded then.
+    pub latest: DateTime<Utc>,
+    pub earliest: Option<DateTime<Utc>>,
+    /// The log's modification time at that look: a figure that differs at the next look
+    /// moved after it.
+    pub seen: DateTime<Utc>,
+    /// A fall seen, and the log's length then: it is forgotten once the log has grown a
+    /// window past it, as a fall in the frames scrolls out of the window.
+    pub fall: Option<(f64, f64, u64)>,
+}
+
+/// Which log and which way of reading it a [`KeptReading`] is for.
+pub type KeptKey = (PathBuf, String);
+
+/// The compiled patterns of every job and what each log's reading was at the last look, kept
+/// across passes: a pattern is compiled once per process, and a meter's figure is compared
+/// with the one seen before.
 #[derive(Debug, Default)]
 pub struct LogProgressReader {
     compiled: HashMap<String, Result<Regex, String>>,
+    kept: HashMap<KeptKey, KeptReading>,
+    changed: bool,
 }
 
 impl LogProgressReader {
@@ -43,6 +82,24 @@ impl LogProgressReader {
     pub fn read(&mut self, log: &Path, spec: &LogProgress) -> Reading<LogProgressReading> {
         let today = chrono::Local::now().date_naive();
         self.read_on(log, spec, today)
+    }
+
+    /// Starts from what an earlier process kept (`store::readings::load`); what this process
+    /// has seen itself wins.
+    pub fn adopt(&mut self, kept: HashMap<KeptKey, KeptReading>) {
+        for (key, reading) in kept {
+            self.kept.entry(key).or_insert(reading);
+        }
+    }
+
+    /// What every look so far saw, to keep for the next process.
+    pub fn kept(&self) -> &HashMap<KeptKey, KeptReading> {
+        &self.kept
+    }
+
+    /// Whether anything kept changed since the last call.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     /// [`LogProgressReader::read`], with the local date dated predecessors are named after.
@@ -56,6 +113,11 @@ impl LogProgressReader {
             LogProgress::Tqdm => Matcher::Tqdm,
             LogProgress::Fraction => Matcher::Fraction,
             LogProgress::Percent => Matcher::Percent,
+            LogProgress::Curl => Matcher::Meter(meters::curl),
+            LogProgress::Wget => Matcher::Meter(meters::wget),
+            LogProgress::Rsync => Matcher::Meter(meters::rsync),
+            LogProgress::Pv => Matcher::Meter(meters::pv),
+            LogProgress::Dd => Matcher::Meter(meters::dd),
             LogProgress::Pattern { pattern, .. } => {
                 let compiled = self
                     .compiled
@@ -72,8 +134,15 @@ impl LogProgressReader {
                 }
             }
         };
+        let key: KeptKey = (
+            log.to_path_buf(),
+            match spec {
+                LogProgress::Pattern { pattern, .. } => format!("pattern {pattern}"),
+                preset => preset.as_str().to_string(),
+            },
+        );
         match newest_match(log, &matcher) {
-            Ok(Some(found)) => return Reading::Found(found),
+            Ok(Some(found)) => return Reading::Found(self.remember(key, found)),
             Ok(None) => {}
             Err(fault) => return super::files::absent(fault),
         }
@@ -82,12 +151,82 @@ impl LogProgressReader {
             if candidate.extension().is_some_and(|ext| ext == "gz") {
                 continue;
             }
-            if let Ok(Some(mut found)) = newest_match(&candidate, &matcher) {
+            if let Ok(Some(found)) = newest_match(&candidate, &matcher) {
+                let mut found = found.reading;
                 found.from = Some(candidate);
+                // The log's own time stands then: the frames are the predecessor's.
+                found.moved = None;
                 return Reading::Found(found);
             }
         }
         Reading::Empty
+    }
+
+    /// The reading of a look, its bounds narrowed by what the last look at the same file saw,
+    /// and kept for the next one.
+    fn remember(&mut self, key: KeptKey, found: Found) -> LogProgressReading {
+        let Found {
+            mut reading,
+            value,
+            file,
+        } = found;
+        let Some(mut moved) = reading.moved.take() else {
+            return reading;
+        };
+        let before = self.kept.get(&key).copied().filter(|kept| {
+            (kept.dev, kept.ino) == (file.dev, file.ino)
+                && file.len >= kept.len
+                && kept.figure == reading.figure
+        });
+        let mut fall = None;
+        if let Some(kept) = before {
+            if kept.value == value {
+                // Not moved since that look: it moved no later than that look said.
+                let latest = moved.latest.min(kept.latest);
+                let earliest = match (moved.earliest, kept.earliest) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                if earliest.is_none_or(|earliest| earliest <= latest) {
+                    moved.latest = latest;
+                    moved.earliest = earliest;
+                }
+            } else if moved.earliest.is_none_or(|earliest| earliest < kept.seen) {
+                // Moved since that look: after what it saw was written.
+                moved.earliest = Some(kept.seen.min(moved.latest));
+            }
+            if value < kept.value && reading.total.is_none() {
+                fall = Some((kept.value, value, file.len));
+            }
+            fall = fall.or(kept
+                .fall
+                .filter(|&(_, _, at)| file.len.saturating_sub(at) < WINDOW_BYTES));
+        }
+        if reading.fell.is_none()
+            && let Some((from, to, _)) = fall
+        {
+            reading.fell = Some(Fall { from, to });
+        }
+        let now_kept = KeptReading {
+            dev: file.dev,
+            ino: file.ino,
+            len: file.len,
+            figure: reading.figure,
+            value,
+            latest: moved.latest,
+            earliest: moved.earliest,
+            seen: file.modified,
+            fall: fall.or(reading
+                .fell
+                .as_ref()
+                .map(|fell| (fell.from, fell.to, file.len))),
+        };
+        if before != Some(now_kept) {
+            self.kept.insert(key, now_kept);
+            self.changed = true;
+        }
+        reading.moved = Some(moved);
+        reading
     }
 }
 
@@ -96,19 +235,42 @@ enum Matcher<'a> {
     Tqdm,
     Fraction,
     Percent,
+    /// A real tool's meter ([`meters`]).
+    Meter(fn(&str) -> Option<Frame>),
     Pattern(&'a Regex),
 }
 
-/// The newest matching frame of the file at `path`: `None` when nothing is there or no frame
-/// matches; a fault when it cannot be read.
-fn newest_match(
-    path: &Path,
-    matcher: &Matcher<'_>,
-) -> Result<Option<LogProgressReading>, Unreadable> {
+/// The file a window was read from, as it was looked at.
+#[derive(Debug, Clone, Copy)]
+struct FileFacts {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: DateTime<Utc>,
+}
+
+/// A look's reading, its figure's value, and the file it was read from.
+struct Found {
+    reading: LogProgressReading,
+    value: f64,
+    file: FileFacts,
+}
+
+/// The newest matching frame of the file at `path`, with when its figure moved as the window
+/// shows it: `None` when nothing is there or no frame matches; a fault when it cannot be read.
+fn newest_match(path: &Path, matcher: &Matcher<'_>) -> Result<Option<Found>, Unreadable> {
     let Some(window) = read_window(path)? else {
         return Ok(None);
     };
-    Ok(newest_frame(&window.bytes, window.from_start, matcher))
+    let Some(scan) = scan(&window.bytes, window.from_start, matcher) else {
+        return Ok(None);
+    };
+    let file = window.file;
+    Ok(Some(Found {
+        value: scan.value,
+        reading: scan.into_reading(file.modified),
+        file,
+    }))
 }
 
 /// Why a file could not be read: a fault (or, never here, an empty reading) of no value.
@@ -118,6 +280,7 @@ type Unreadable = Reading<std::convert::Infallible>;
 struct Window {
     bytes: Vec<u8>,
     from_start: bool,
+    file: FileFacts,
 }
 
 /// The last [`WINDOW_BYTES`] of the file at `path`; `None` when nothing is there.
@@ -126,6 +289,10 @@ fn read_window(path: &Path) -> Result<Option<Window>, Unreadable> {
         Ok(opened) => opened,
         Err(OpenError::Missing) => return Ok(None),
         Err(error) => return Err(super::files::refused(error)),
+    };
+    let modified = match super::files::modified_utc(&opened.meta) {
+        Ok(modified) => modified,
+        Err(error) => return Err(super::fault(path, error)),
     };
     let mut len = opened.meta.len();
     // A log truncated between the look and the read answers a short read: read again from
@@ -139,6 +306,12 @@ fn read_window(path: &Path) -> Result<Option<Window>, Unreadable> {
                 return Ok(Some(Window {
                     bytes,
                     from_start: start == 0,
+                    file: FileFacts {
+                        dev: opened.meta.dev(),
+                        ino: opened.meta.ino(),
+                        len,
+                        modified,
+                    },
                 }));
             }
             Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -156,67 +329,205 @@ fn read_window(path: &Path) -> Result<Option<Window>, Unreadable> {
     ))
 }
 
-/// The newest frame of `window` that `matcher` reads. A window that does not start the file
-/// may start inside a frame: that first piece is left out, as it may be cut.
-fn newest_frame(
-    window: &[u8],
-    from_start: bool,
-    matcher: &Matcher<'_>,
-) -> Option<LogProgressReading> {
-    let mut rest = window;
+/// What the frames of one window say: the newest reading, and how its figure got there.
+#[derive(Debug)]
+struct Scan {
+    newest: LogProgressReading,
+    value: f64,
+    /// How many matching frames, from the newest back, show the same value.
+    run: usize,
+    /// The tool's clock from the oldest frame of that run to the newest, when both print one.
+    run_clock: Option<f64>,
+    /// The tool's clock from the frame before the run (another value) to the newest.
+    before_clock: Option<f64>,
+    /// The run's oldest frame is the first frame of the file: the value was first drawn there.
+    run_starts_file: bool,
+    /// Text that is not a frame of the meter follows the newest frame: the log's last write
+    /// is that text, not a redraw.
+    text_after: bool,
+    fell: Option<Fall>,
+}
+
+impl Scan {
+    /// The reading, with when it moved as far as these frames tell, the log last written at
+    /// `modified`. The newest frame is taken as drawn at `modified` when nothing follows it.
+    fn into_reading(self, modified: DateTime<Utc>) -> LogProgressReading {
+        let mut reading = self.newest;
+        let seconds = |s: f64| chrono::Duration::milliseconds((s * 1000.0).round() as i64);
+        let moved = if self.text_after || self.run == 1 {
+            Moved {
+                latest: modified,
+                earliest: Some(modified),
+                redrawn_at: None,
+                value: self.value,
+            }
+        } else {
+            let latest = self.run_clock.map_or(modified, |s| modified - seconds(s));
+            let earliest = match self.before_clock {
+                Some(s) => Some(modified - seconds(s)),
+                None if self.run_starts_file && self.run_clock.is_some() => Some(latest),
+                None => None,
+            };
+            Moved {
+                latest,
+                earliest: earliest.map(|e| e.min(latest)),
+                redrawn_at: Some(modified),
+                value: self.value,
+            }
+        };
+        reading.moved = Some(moved);
+        reading.fell = self.fell;
+        reading
+    }
+}
+
+/// The frames of `window`, newest first: each frame's text. A window that does not start the
+/// file may start inside a frame: that first piece is left out, as it may be cut.
+fn frames_newest_first(window: &[u8], from_start: bool) -> impl Iterator<Item = &[u8]> {
     let oldest = if from_start {
         0
     } else {
         memchr::memchr2(b'\r', b'\n', window).map_or(window.len(), |at| at + 1)
     };
-    loop {
-        let (frame, before) = match memchr::memrchr2(b'\r', b'\n', rest) {
-            Some(at) if at >= oldest => (&rest[at + 1..], Some(&rest[..at])),
-            _ => (&rest[oldest.min(rest.len())..], None),
+    let mut rest = Some(window);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        let (frame, before) = match memchr::memrchr2(b'\r', b'\n', current) {
+            Some(at) if at >= oldest => (&current[at + 1..], Some(&current[..at])),
+            _ => (&current[oldest.min(current.len())..], None),
         };
-        if !frame.iter().all(u8::is_ascii_whitespace) {
-            let text = String::from_utf8_lossy(frame);
-            if let Some(mut found) = read_frame(&text, matcher) {
-                let shown = inert(text.trim());
-                found.frame = shown.chars().take(FRAME_CHARS).collect();
-                return Some(found);
-            }
+        rest = before;
+        Some(frame)
+    })
+}
+
+/// The value a reading's figure has: the count or bytes done, else the percent.
+fn value_of(reading: &LogProgressReading) -> Option<f64> {
+    reading.done.map(|done| done as f64).or(reading.percent)
+}
+
+/// How many matching frames, at most, are searched for a fall once the newest figure's run is
+/// known: a per-file figure falls with every file, a few frames apart, and a healthy meter
+/// must not cost a parse of every frame of the window at every look.
+const FALL_FRAMES: usize = 128;
+
+/// Reads the frames of `window` that `matcher` reads, newest first, into a [`Scan`]: back to
+/// the frame before the newest figure's run, and, for a figure with no total, on to a fall
+/// (at most [`FALL_FRAMES`] frames).
+fn scan(window: &[u8], from_start: bool, matcher: &Matcher<'_>) -> Option<Scan> {
+    let mut matched = 0usize;
+    let mut scan: Option<Scan> = None;
+    let mut text_after = false;
+    // The newer of two neighbouring matching frames, as the walk goes back.
+    let mut newer: Option<(f64, Figure, bool)> = None;
+    let mut newest_clock = None;
+    let mut run_open = true;
+    let mut frames = frames_newest_first(window, from_start).peekable();
+    while let Some(frame) = frames.next() {
+        if let Some(found) = &scan
+            && !run_open
+            && (found.newest.total.is_some() || found.fell.is_some() || matched >= FALL_FRAMES)
+        {
+            break;
         }
-        rest = before?;
+        let is_first_of_file = from_start && frames.peek().is_none();
+        if frame.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let text = String::from_utf8_lossy(frame);
+        let Some(parsed) = read_frame(&text, matcher) else {
+            if scan.is_none() {
+                text_after = true;
+            }
+            continue;
+        };
+        let Some(value) = value_of(&parsed.reading) else {
+            continue;
+        };
+        matched += 1;
+        let figure = parsed.reading.figure;
+        let no_total = parsed.reading.total.is_none();
+        let Some(found) = scan.as_mut() else {
+            let mut newest = parsed.reading;
+            let shown = inert(text.trim());
+            newest.frame = shown.chars().take(FRAME_CHARS).collect();
+            newest_clock = parsed.clock;
+            scan = Some(Scan {
+                newest,
+                value,
+                run: 1,
+                run_clock: None,
+                before_clock: None,
+                run_starts_file: is_first_of_file,
+                text_after,
+                fell: None,
+            });
+            newer = Some((value, figure, no_total));
+            continue;
+        };
+        let since = |clock: Option<f64>| match (newest_clock, clock) {
+            (Some(newest), Some(then)) if newest >= then => Some(newest - then),
+            _ => None,
+        };
+        if run_open && value == found.value && figure == found.newest.figure {
+            found.run += 1;
+            found.run_clock = since(parsed.clock);
+            found.run_starts_file = is_first_of_file;
+        } else if run_open {
+            run_open = false;
+            found.before_clock = since(parsed.clock);
+        }
+        // A figure with no total that goes down from this frame to the next: per file, or a
+        // ratio. The newest fall is the one named.
+        if let Some((newer_value, newer_figure, newer_no_total)) = newer
+            && found.fell.is_none()
+            && newer_figure == figure
+            && newer_no_total
+            && no_total
+            && newer_value < value
+        {
+            found.fell = Some(Fall {
+                from: value,
+                to: newer_value,
+            });
+        }
+        newer = Some((value, figure, no_total));
     }
+    scan
 }
 
 /// What one frame says, if `matcher` reads anything in it.
-fn read_frame(frame: &str, matcher: &Matcher<'_>) -> Option<LogProgressReading> {
+fn read_frame(frame: &str, matcher: &Matcher<'_>) -> Option<Frame> {
     let parsed = match matcher {
         Matcher::Tqdm => tqdm(frame),
-        Matcher::Fraction => fraction(frame),
-        Matcher::Percent => percent(frame),
-        Matcher::Pattern(regex) => pattern(regex, frame),
+        Matcher::Fraction => fraction(frame).map(untimed),
+        Matcher::Percent => percent(frame).map(untimed),
+        Matcher::Meter(read) => read(frame),
+        Matcher::Pattern(regex) => pattern(regex, frame).map(untimed),
     }?;
-    let percent = match (parsed.done, parsed.total) {
+    let reading = parsed.reading;
+    let percent = match (reading.done, reading.total) {
         (Some(done), Some(total)) if total > 0 => Some(done as f64 * 100.0 / total as f64),
-        _ => parsed.percent,
+        _ => reading.percent,
     };
-    Some(LogProgressReading { percent, ..parsed })
+    Some(Frame {
+        reading: LogProgressReading { percent, ..reading },
+        clock: parsed.clock,
+    })
 }
 
-fn reading(done: Option<u64>, total: Option<u64>, percent: Option<f64>) -> LogProgressReading {
-    LogProgressReading {
-        done,
-        total,
-        percent,
-        rate_per_sec: None,
-        remaining_sec: None,
-        frame: String::new(),
-        from: None,
+/// A frame that prints no clock.
+fn untimed(reading: LogProgressReading) -> Frame {
+    Frame {
+        reading,
+        clock: None,
     }
 }
 
 /// tqdm's bar, as `tqdm.format_meter` draws it: `{desc}: 45%|{bar}| 450/1000 [00:07<00:52,
 /// 9.95it/s{postfix}]`, or `450it [00:07, 9.95it/s]` without a total; numbers may carry an SI
 /// suffix (`unit_scale`), the rate may be inverted (`1.23s/it`) or unknown (`?it/s`).
-fn tqdm(frame: &str) -> Option<LogProgressReading> {
+fn tqdm(frame: &str) -> Option<Frame> {
     static TQDM: OnceLock<Regex> = OnceLock::new();
     let regex = TQDM.get_or_init(|| {
         Regex::new(concat!(
@@ -235,7 +546,7 @@ fn tqdm(frame: &str) -> Option<LogProgressReading> {
     let printed = found
         .name("percent")
         .and_then(|m| m.as_str().parse::<f64>().ok());
-    let mut parsed = reading(done, total, printed);
+    let mut parsed = reading(done, total, printed, Figure::Items);
     let per = found.name("per").map_or("", |m| m.as_str());
     let unit = found.name("unit").map_or("", |m| m.as_str());
     parsed.rate_per_sec = number("rate").and_then(|value| {
@@ -249,8 +560,13 @@ fn tqdm(frame: &str) -> Option<LogProgressReading> {
     });
     parsed.remaining_sec = found
         .name("remaining")
-        .and_then(|m| clock_seconds(m.as_str()));
-    Some(parsed)
+        .and_then(|m| meters::clock_seconds(m.as_str()));
+    Some(Frame {
+        reading: parsed,
+        clock: found
+            .name("elapsed")
+            .and_then(|m| meters::clock_seconds(m.as_str())),
+    })
 }
 
 /// The last `N/M` of the frame that is not part of a longer run of numbers and slashes (a
@@ -274,10 +590,11 @@ fn fraction(frame: &str) -> Option<LogProgressReading> {
         .last()?;
     let done = found[1].parse::<u64>().ok()?;
     let total = found[2].parse::<u64>().ok().filter(|&t| t > 0)?;
-    Some(reading(Some(done), Some(total), None))
+    Some(reading(Some(done), Some(total), None, Figure::Items))
 }
 
-/// The last `NN%` of the frame, at most 100.
+/// The last `NN%` of the frame, at most 100, that is not a compression ratio
+/// ([`meters::is_ratio`]): a line of `gzip -v` or of zstd's summary is no frame of progress.
 fn percent(frame: &str) -> Option<LogProgressReading> {
     static PERCENT: OnceLock<Regex> = OnceLock::new();
     let regex = PERCENT.get_or_init(|| {
@@ -287,16 +604,17 @@ fn percent(frame: &str) -> Option<LogProgressReading> {
     let found = regex
         .captures_iter(frame)
         .filter(|c| {
-            let start = c.get(0).expect("group 0 is the match").start();
+            let whole = c.get(0).expect("group 0 is the match");
+            let start = whole.start();
             !matches!(
                 start.checked_sub(1).map(|i| bytes[i]),
                 Some(b'.' | b'0'..=b'9')
-            )
+            ) && !meters::is_ratio(frame, start, whole.end())
         })
         .filter_map(|c| c[1].parse::<f64>().ok())
         .filter(|p| (0.0..=100.0).contains(p))
         .last()?;
-    Some(reading(None, None, Some(found)))
+    Some(reading(None, None, Some(found), Figure::Percent))
 }
 
 /// The last match of the operator's pattern in the frame, read by its named groups.
@@ -308,7 +626,12 @@ fn pattern(regex: &Regex, frame: &str) -> Option<LogProgressReading> {
             let done = number("done").map(|n| n.round() as u64);
             let total = number("total").map(|n| n.round() as u64).filter(|&t| t > 0);
             let percent = number("percent").filter(|p| (0.0..=100.0).contains(p));
-            (done.is_some() || percent.is_some()).then(|| reading(done, total, percent))
+            let figure = if done.is_some() {
+                Figure::Items
+            } else {
+                Figure::Percent
+            };
+            (done.is_some() || percent.is_some()).then(|| reading(done, total, percent, figure))
         })
         .last()
 }
@@ -326,17 +649,6 @@ fn scaled(text: &str) -> Option<f64> {
     (value.is_finite() && value >= 0.0).then_some(value * factor)
 }
 
-/// `MM:SS` or `H:MM:SS` in seconds, as tqdm's `format_interval` prints them.
-fn clock_seconds(text: &str) -> Option<f64> {
-    let mut seconds = 0u64;
-    for part in text.split(':') {
-        seconds = seconds
-            .checked_mul(60)?
-            .checked_add(part.parse::<u64>().ok()?)?;
-    }
-    Some(seconds as f64)
-}
-
 /// Where a reading came from, for the detail pane: the log, or its predecessor.
 pub fn source_words(log: &Path, from: Option<&PathBuf>) -> String {
     match from {
@@ -350,7 +662,7 @@ mod tests {
     use super::*;
 
     fn frames(text: &str, matcher: Matcher<'_>) -> Option<LogProgressReading> {
-        newest_frame(text.as_bytes(), true, &matcher)
+        scan(text.as_bytes(), true, &matcher).map(|scan| scan.newest)
     }
 
     #[test]
@@ -396,7 +708,7 @@ mod tests {
             ("saving checkpoint", None, None, None, None),
         ];
         for (frame, done, total, rate, remaining) in rows {
-            let found = tqdm(frame);
+            let found = tqdm(frame).map(|f| f.reading);
             assert_eq!(found.as_ref().and_then(|f| f.done), done, "{frame}");
             assert_eq!(found.as_ref().and_then(|f| f.total), total, "{frame}");
             let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -449,8 +761,8 @@ mod tests {
     #[test]
     fn a_window_that_starts_inside_a_frame_leaves_that_piece_out() {
         // "…90/100" could be the end of "190/100" cut in half.
-        let found = newest_frame(b"90/100\nno more\n", false, &Matcher::Fraction);
-        assert_eq!(found, None);
+        let found = scan(b"90/100\nno more\n", false, &Matcher::Fraction);
+        assert!(found.is_none());
     }
 
     #[test]
@@ -458,8 +770,8 @@ mod tests {
         assert_eq!(scaled("450"), Some(450.0));
         assert_eq!(scaled("2.5k"), Some(2500.0));
         assert_eq!(scaled("?"), None);
-        assert_eq!(clock_seconds("00:52"), Some(52.0));
-        assert_eq!(clock_seconds("1:02:03"), Some(3723.0));
-        assert_eq!(clock_seconds("?"), None);
+        assert_eq!(meters::clock_seconds("00:52"), Some(52.0));
+        assert_eq!(meters::clock_seconds("1:02:03"), Some(3723.0));
+        assert_eq!(meters::clock_seconds("?"), None);
     }
 }

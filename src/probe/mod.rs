@@ -13,6 +13,7 @@ pub mod lock;
 pub mod log_progress;
 pub mod manifest;
 pub mod marker;
+pub mod meters;
 pub mod proc;
 pub mod procscan;
 pub mod rotation;
@@ -37,7 +38,8 @@ pub struct Prober {
     logs: rotation::LogMemory,
     /// Every job's `process.cmdline`, compiled into one set.
     matcher: procscan::Matcher,
-    /// Every job's `log_progress.pattern`, compiled once.
+    /// Every job's `log_progress.pattern`, compiled once, and what each log's reading was at
+    /// the last look: a meter that redraws the same figure is not progress.
     log_progress: log_progress::LogProgressReader,
 }
 
@@ -50,6 +52,12 @@ impl Prober {
     /// keeps a job must not add that job's file again (the evidence tests and benches read).
     pub fn progress_bytes_counted(&self) -> u64 {
         self.counter.bytes_read()
+    }
+
+    /// When each log's reading last moved, as far as the looks so far saw: to start from what
+    /// an earlier process kept, and to keep it for the next one.
+    pub fn log_readings(&mut self) -> &mut log_progress::LogProgressReader {
+        &mut self.log_progress
     }
 
     /// The progress files' line counts: to start from what an earlier process kept, and to

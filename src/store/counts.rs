@@ -47,14 +47,17 @@ pub struct KeptCount {
     pub block: u64,
 }
 
-/// Whether `path` is the line-count file of `state_dir` or one of its temp files: what the
-/// dashboard and the watcher see change in the folder they watch whenever counts are kept.
+/// Whether `path` is the line-count file of `state_dir` (or the log readings kept beside it,
+/// [`super::readings`]) or one of their temp files: what the dashboard and the watcher see
+/// change in the folder they watch whenever counts are kept.
 pub fn is_counts_file(state_dir: &Path, path: &Path) -> bool {
     let name = path.file_name().map(|name| name.as_encoded_bytes());
     path.parent() == Some(state_dir)
         && name.is_some_and(|name| {
-            name == FILE.as_bytes()
-                || (name.starts_with(format!(".{FILE}.").as_bytes()) && name.ends_with(b".tmp"))
+            [FILE, super::readings::FILE].iter().any(|file| {
+                name == file.as_bytes()
+                    || (name.starts_with(format!(".{file}.").as_bytes()) && name.ends_with(b".tmp"))
+            })
         })
 }
 
@@ -65,7 +68,14 @@ pub fn load(state_dir: &Path) -> HashMap<PathBuf, KeptCount> {
 }
 
 fn read(path: &Path) -> Option<HashMap<PathBuf, KeptCount>> {
-    let seen = files::inspect(path, "the line-count cache").ok()??;
+    parse(&read_trusted(path, "the line-count cache")?)
+}
+
+/// The bytes of a file this module's rules trust: the operator's alone, a regular file (never
+/// a link), at most [`MAX_BYTES`]; `None` for anything else. [`super::readings`] keeps its
+/// file by the same rules.
+pub(super) fn read_trusted(path: &Path, what: &str) -> Option<Vec<u8>> {
+    let seen = files::inspect(path, what).ok()??;
     let mut file = files::open_private(path).ok()?;
     let meta = file.metadata().ok()?;
     // The file opened is the one inspected, and still the operator's alone.
@@ -80,7 +90,7 @@ fn read(path: &Path) -> Option<HashMap<PathBuf, KeptCount>> {
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes).ok()?;
-    parse(&bytes)
+    Some(bytes)
 }
 
 /// The entries of a whole file's bytes, or `None` when any part of it is not as written.
@@ -117,10 +127,11 @@ fn parse(bytes: &[u8]) -> Option<HashMap<PathBuf, KeptCount>> {
     at.0.is_empty().then_some(kept)
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads the little-endian words of a kept file.
+pub(super) struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -129,7 +140,7 @@ impl<'a> Reader<'a> {
         Some(head)
     }
 
-    fn u64(&mut self) -> Option<u64> {
+    pub fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 }
@@ -179,24 +190,31 @@ pub fn save<'a>(
             state_dir.display()
         )
     };
-    files::ensure_private_dir(state_dir).map_err(|error| cannot(&error))?;
-    let bytes = encode(entries);
-    let temp = state_dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+    write_whole(state_dir, FILE, &encode(entries)).map_err(|error| cannot(&error))
+}
+
+/// Replaces `state_dir/NAME` whole with `bytes`, through a private temp file renamed into
+/// place, so a reader never sees half of one.
+pub(super) fn write_whole(state_dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let path = state_dir.join(name);
+    files::ensure_private_dir(state_dir)
+        .map_err(|error| std::io::Error::other(error.to_string()))?;
+    let temp = state_dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = match files::create_private(&temp) {
         Ok(file) => file,
         // A temp file a dead process of the same pid left: ours to replace.
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::remove_file(&temp).map_err(|error| cannot(&error))?;
-            files::create_private(&temp).map_err(|error| cannot(&error))?
+            std::fs::remove_file(&temp)?;
+            files::create_private(&temp)?
         }
-        Err(error) => return Err(cannot(&error)),
+        Err(error) => return Err(error),
     };
-    let written = file.write_all(&bytes);
+    let written = file.write_all(bytes);
     drop(file);
     let renamed = written.and_then(|()| std::fs::rename(&temp, &path));
     if let Err(error) = renamed {
         let _ = std::fs::remove_file(&temp);
-        return Err(cannot(&error));
+        return Err(error);
     }
     Ok(())
 }

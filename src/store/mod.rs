@@ -15,6 +15,7 @@ pub mod digest;
 pub mod files;
 pub mod health;
 pub mod identity;
+pub mod readings;
 mod schema;
 
 use std::fmt;

@@ -581,6 +581,20 @@ fn job(
                 let printed_total = log_progress
                     .as_ref()
                     .is_some_and(LogProgress::reports_total);
+                if raw.expected_total.is_none()
+                    && !table_total
+                    && log_progress == Some(LogProgress::Dd)
+                {
+                    return Err(src.refuse(
+                        *at,
+                        format!(
+                            "should_run_when {} of {the_job} needs expected_total: dd \
+                             status=progress prints the bytes copied, never of how many; add \
+                             expected_total: N (the bytes when done), or drop not_complete",
+                            quote(predicate.as_str())
+                        ),
+                    ));
+                }
                 if raw.expected_total.is_none() && !table_total && !printed_total {
                     return Err(src.refuse(
                         *at,
@@ -953,7 +967,8 @@ fn log_progress(
             at,
             format!(
                 "log_progress of {the_job} (at {}) names neither a preset nor a pattern: \
-                 write preset: tqdm (or fraction, percent), or pattern: with named groups \
+                 write preset: tqdm (or fraction, percent, curl, wget, rsync, pv, dd), or \
+                 pattern: with named groups \
                  done, total, percent, like 'step (?P<done>\\d+)/(?P<total>\\d+)'",
                 src.quote_at(at)
             ),
@@ -964,8 +979,9 @@ fn log_progress(
                 &raw.preset,
                 "log_progress.preset",
                 &presets.iter().map(|(w, p)| (*w, p)).collect::<Vec<_>>(),
-                "tqdm's bar, the last N/M of a line, the last NN% of a line; or write pattern: \
-                 instead",
+                "tqdm's bar, the last N/M of a line, the last NN% of a line, or the meter of \
+                 curl, wget, rsync --info=progress2, pv -n or dd status=progress; or write \
+                 pattern: instead",
             )?;
             Ok(chosen.cloned().unwrap_or(LogProgress::Tqdm))
         }
