@@ -227,6 +227,80 @@ fn note(secs_ago: f64, reason: &str) -> OperatorNote {
     }
 }
 
+/// A job counting to 50 in a progress file.
+fn counted_job(should_run_when: Vec<Predicate>) -> JobSpec {
+    JobSpec {
+        expected_total: Some(50),
+        should_run_when,
+        ..job()
+    }
+}
+
+/// A job that ran and counted `done` (its progress file last written before it ended) and
+/// whose last run ended as `words` a minute ago.
+fn counted_run(done: u64, words: &str) -> Evidence {
+    Evidence {
+        progress_file: progress(61.0, done),
+        ..ran(last_run(120.0, Some((words, 60.0))))
+    }
+}
+
+/// A job whose only count is the percent its log prints (`percent` preset).
+fn percent_job() -> JobSpec {
+    JobSpec {
+        progress_file: None,
+        expected_total: None,
+        log_progress: Some(mihari::config::LogProgress::Percent),
+        should_run_when: vec![Predicate::NotComplete],
+        ..job()
+    }
+}
+
+/// A run whose log printed `percent` and ended as `words` a minute ago.
+fn printed_run(percent: f64, words: &str) -> Evidence {
+    Evidence {
+        log_progress: Some(Box::new(Reading::Found(mihari::core::LogProgressReading {
+            done: None,
+            total: None,
+            percent: Some(percent),
+            rate_per_sec: None,
+            remaining_sec: None,
+            frame: format!("copying model.bin {percent}%"),
+            from: None,
+        }))),
+        ..ran(last_run(120.0, Some((words, 60.0))))
+    }
+}
+
+/// A one-shot pipeline with a run manifest.
+fn phased_job() -> JobSpec {
+    JobSpec {
+        manifest: Some(PathBuf::from("/data/run/manifest.json")),
+        ..one_shot_job()
+    }
+}
+
+/// A manifest written `secs_ago` whose phase `failed` says "failed".
+fn phases(secs_ago: f64, failed: &str) -> Option<Box<Reading<ManifestReading>>> {
+    Some(Box::new(Reading::Found(ManifestReading {
+        updated_at: ago(secs_ago),
+        run_id: Some("run-1".into()),
+        current_phase: Some(failed.into()),
+        completed_phases: vec!["loading".into()],
+        failed_phases: vec![failed.into()],
+    })))
+}
+
+/// A live job whose only progress source is a SQLite table.
+fn table_only_job() -> JobSpec {
+    JobSpec {
+        log: None,
+        progress_file: None,
+        should_run_when: vec![Predicate::ResourceFree],
+        ..table_job()
+    }
+}
+
 fn rows() -> Vec<Row> {
     let resource_job = JobSpec {
         resource_lock: Some(PathBuf::from("/run/gpu0.lock")),
@@ -593,6 +667,7 @@ fn rows() -> Vec<Row> {
                     run_id: Some("run-1".into()),
                     current_phase: Some("publish".into()),
                     completed_phases: vec!["loading".into()],
+                    failed_phases: Vec::new(),
                 }))),
                 ..alive(900.0, 900.0)
             },
@@ -884,6 +959,279 @@ fn rows() -> Vec<Row> {
             state: State::ShouldBeRunning,
             bucket: Some(Bucket::Red),
             says: "not_complete (59 of 260 done)",
+        },
+        // An exit outranks a count (SPEC §4): a failed last run is never COMPLETE.
+        Row {
+            name: "an exit outranks a count: exited 1 after 50 of 50 under not_complete is RED",
+            job: counted_job(vec![Predicate::NotComplete]),
+            evidence: counted_run(50, "exit 1"),
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not complete: the last run exited 1 after 50 of 50",
+        },
+        Row {
+            name: "exited 1 after 50 of 50 under not_complete and not_succeeded is RED",
+            job: counted_job(vec![Predicate::NotComplete, Predicate::NotSucceeded]),
+            evidence: counted_run(50, "exit 1"),
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not complete: the last run exited 1 after 50 of 50",
+        },
+        Row {
+            name: "exited 1 after 50 of 50 under not_succeeded alone: due, and RED",
+            job: counted_job(vec![Predicate::NotSucceeded]),
+            evidence: counted_run(50, "exit 1"),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_succeeded (the last run exited 1",
+        },
+        Row {
+            name: "killed by SIGTERM after its log printed 100% is RED, not COMPLETE",
+            job: percent_job(),
+            evidence: printed_run(100.0, "killed by SIGTERM"),
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "the last run was killed by SIGTERM after 100%",
+        },
+        Row {
+            name: "exited 1 short of its total is a crash to restart, not a broken rule",
+            job: counted_job(vec![Predicate::NotComplete]),
+            evidence: counted_run(30, "exit 1"),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "not_complete (30 of 50 done)",
+        },
+        Row {
+            name: "exited 0 at 70% of a percent it prints is RED, not COMPLETE",
+            job: JobSpec {
+                should_run_when: vec![Predicate::NotComplete, Predicate::NotSucceeded],
+                ..percent_job()
+            },
+            evidence: printed_run(70.0, "exit 0"),
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_succeeded is false: the last run exited 0",
+        },
+        Row {
+            name: "exited 0 at 70% under not_complete: due, and RED",
+            job: percent_job(),
+            evidence: printed_run(70.0, "exit 0"),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Red),
+            says: "not_complete (70% done, as its log prints)",
+        },
+        Row {
+            name: "exited 0 at 100% of a percent it prints is COMPLETE",
+            job: percent_job(),
+            evidence: printed_run(100.0, "exit 0"),
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 100% done, as its log prints",
+        },
+        Row {
+            name: "a count newer than the failed exit belongs to a later run: COMPLETE",
+            job: counted_job(vec![Predicate::NotComplete]),
+            evidence: Evidence {
+                progress_file: progress(10.0, 50),
+                ..counted_run(50, "exit 1")
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 50 of 50 done",
+        },
+        Row {
+            name: "a new run alive after a failed one is judged as running, not RED",
+            job: counted_job(vec![Predicate::NotComplete]),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 30.0)),
+                progress_file: progress(1.0, 50),
+                history: last_run(30.0, None),
+                ..counted_run(50, "exit 1")
+            },
+            state: State::Running,
+            bucket: None,
+            says: "alive; progress 1 s ago",
+        },
+        Row {
+            name: "exited 1 after 50 of 50, then acknowledged: not RED, and still not COMPLETE",
+            job: counted_job(vec![Predicate::NotComplete]),
+            evidence: Evidence {
+                history: History {
+                    acknowledged: Some(note(30.0, "the upload was redone by hand")),
+                    ..last_run(120.0, Some(("exit 1", 60.0)))
+                },
+                ..counted_run(50, "exit 1")
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "not complete: the last run exited 1 after 50 of 50",
+        },
+        // A manifest's failed phase (SPEC §4).
+        Row {
+            name: "a failed phase with exit 0 under not_succeeded is RED naming the phase",
+            job: phased_job(),
+            evidence: Evidence {
+                manifest: phases(60.0, "publish"),
+                ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+            },
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not complete: phase 'publish' failed",
+        },
+        Row {
+            name: "a failed phase is RED while its pipeline still runs",
+            job: phased_job(),
+            evidence: Evidence {
+                manifest: phases(1.0, "fetch"),
+                ..alive(1.0, 1.0)
+            },
+            state: State::Running,
+            bucket: Some(Bucket::Red),
+            says: "alive; progress 1 s ago",
+        },
+        Row {
+            name: "a failed phase acknowledged after the manifest was written: not RED",
+            job: phased_job(),
+            evidence: Evidence {
+                manifest: phases(60.0, "publish"),
+                ..ran(History {
+                    acknowledged: Some(note(30.0, "published by hand")),
+                    ..last_run(120.0, Some(("exit 0", 60.0)))
+                })
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "not complete: phase 'publish' failed",
+        },
+        Row {
+            name: "a failed phase written again after the acknowledgement: RED again",
+            job: phased_job(),
+            evidence: Evidence {
+                manifest: phases(10.0, "publish"),
+                ..ran(History {
+                    acknowledged: Some(note(30.0, "published by hand")),
+                    ..last_run(120.0, Some(("exit 0", 10.0)))
+                })
+            },
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not complete: phase 'publish' failed",
+        },
+        // A fault in every progress source of a live holder (SPEC §4): its age is not known.
+        Row {
+            name: "the only progress source of a live holder is a fault: UNKNOWN, not aged from its start",
+            job: table_only_job(),
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 1.0)),
+                progress_table: fault(),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "its progress age is not known: progress_table could not be read",
+        },
+        Row {
+            name: "a fault beside an empty source of a live holder: the age is still not known",
+            job: JobSpec {
+                log: Some(PathBuf::from("/var/log/collect.log")),
+                ..table_only_job()
+            },
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 1.0)),
+                log: Some(Reading::Empty),
+                progress_table: fault(),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "its progress age is not known",
+        },
+        Row {
+            name: "a fault beside a fresh reading: the reading gives the age",
+            job: JobSpec {
+                log: Some(PathBuf::from("/var/log/collect.log")),
+                ..table_only_job()
+            },
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 1.0)),
+                log: log(2.0),
+                progress_table: fault(),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 2 s ago (log)",
+        },
+        Row {
+            name: "stall_sec never: a fault in every source still leaves a live holder RUNNING",
+            job: JobSpec {
+                stall_never: true,
+                ..table_only_job()
+            },
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 1.0)),
+                progress_table: fault(),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "no progress source could be read; stall_sec never",
+        },
+        // Complete comes first for a job with no holder declared (SPEC §4).
+        Row {
+            name: "no holder declared, 30 of 30 done 5 s ago: COMPLETE, not RUNNING",
+            job: JobSpec {
+                lock: None,
+                log: None,
+                progress_file: None,
+                expected_total: None,
+                should_run_when: vec![Predicate::NotComplete],
+                ..table_job()
+            },
+            evidence: Evidence {
+                progress_table: table(5.0, 30, Some(30)),
+                ..Evidence::default()
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: 30 of 30 done",
+        },
+        Row {
+            name: "no holder declared, 29 of 30 done 5 s ago: fresh progress counts as running",
+            job: JobSpec {
+                lock: None,
+                log: None,
+                progress_file: None,
+                expected_total: None,
+                should_run_when: vec![Predicate::NotComplete],
+                ..table_job()
+            },
+            evidence: Evidence {
+                progress_table: table(5.0, 29, Some(30)),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "no lock declared; progress 5 s ago (progress_table)",
+        },
+        // stall_sec: never with no progress source: watched by its holder alone.
+        Row {
+            name: "stall_sec never and no progress source: a live holder is RUNNING",
+            job: JobSpec {
+                stall_never: true,
+                log: None,
+                progress_file: None,
+                expected_total: None,
+                should_run_when: vec![Predicate::ResourceFree],
+                ..job()
+            },
+            evidence: Evidence {
+                lock: Some(holder(Liveness::Alive, 86_400.0)),
+                ..Evidence::default()
+            },
+            state: State::Running,
+            bucket: None,
+            says: "watched by its holder alone, never STALLED",
         },
         // Broken rules end when the job is next seen healthy (SPEC §4, §5).
         Row {
@@ -1683,4 +2031,68 @@ fn a_meter_with_no_total_gives_the_rate_and_time_left_it_prints() {
     assert_eq!(got.rate_per_sec, Some(412_000.0));
     assert_eq!(got.eta_sec, Some(40.0));
     assert_eq!(got.percent, Some(31.0));
+}
+
+#[test]
+fn the_machine_leaves_a_run_that_ended_short_failed_after_its_total_or_in_a_failed_phase_to_a_human()
+ {
+    use mihari::core::auto::{AutoVerdict, auto_restart};
+    let auto = |job: JobSpec| JobSpec {
+        auto_restart: true,
+        auto_restart_reason: Some("cause known: flaky upstream; procedure: rerun".into()),
+        ..job
+    };
+    let cases = [
+        (
+            "exited 0 at 59 of 260",
+            auto(JobSpec {
+                expected_total: Some(260),
+                should_run_when: vec![Predicate::NotComplete],
+                ..job()
+            }),
+            Evidence {
+                progress_file: progress(61.0, 59),
+                ..ran(last_run(120.0, Some(("exit 0", 60.0))))
+            },
+        ),
+        (
+            "exited 1 after 50 of 50",
+            auto(counted_job(vec![Predicate::NotSucceeded])),
+            counted_run(50, "exit 1"),
+        ),
+        (
+            "phase 'publish' failed",
+            auto(JobSpec {
+                should_run_when: vec![Predicate::NotSucceeded],
+                ..phased_job()
+            }),
+            Evidence {
+                manifest: phases(60.0, "publish"),
+                ..ran(last_run(120.0, Some(("exit 3", 60.0))))
+            },
+        ),
+    ];
+    for (words, job, evidence) in cases {
+        let row = assess(&job, &evidence, now());
+        assert_eq!(
+            row.state,
+            State::ShouldBeRunning,
+            "{words}: {:?}",
+            row.reasons
+        );
+        assert_eq!(row.bucket, Some(Bucket::Red), "{words}: {:?}", row.reasons);
+        match auto_restart(&job, &row, &evidence.history, 6, now()) {
+            AutoVerdict::NotAllowed(why) => assert!(why.contains(words), "{why}"),
+            other => panic!("{words}: the machine would act: {other:?}"),
+        }
+    }
+    // A crash short of its total stays the machine's to restart.
+    let job = auto(counted_job(vec![Predicate::NotComplete]));
+    let evidence = counted_run(30, "exit 1");
+    let row = assess(&job, &evidence, now());
+    assert_eq!(row.restart_by_hand, None, "{:?}", row.reasons);
+    assert_eq!(
+        auto_restart(&job, &row, &evidence.history, 6, now()),
+        AutoVerdict::Now
+    );
 }

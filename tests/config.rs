@@ -70,6 +70,7 @@ const REFUSALS: &[Refusal] = &[
     refusal("resource_free_without_lock",      4, 23, "resource_free", "add resource_lock (or lock)"),
     // f. progress sources
     refusal("no_progress_source",              2,  5, "collect_raw",   "log, progress_file, progress_table, manifest"),
+    refusal("stall_never_without_holder",      6,  5, "collect_raw",   "with stall_sec: never a holder alone is enough"),
     // g. auto_restart
     refusal("auto_restart_without_reason",     6, 19, "true",          "lacks auto_restart_reason"),
     refusal("auto_restart_with_blank_reason",  7, 26, "  ",            "is blank"),

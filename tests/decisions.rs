@@ -218,7 +218,9 @@ fn a_job_that_stops_again_without_writing_anything_can_be_restarted_again() {
     let marker = sandbox.dir.path().display().to_string();
     let jobs = fs::read_to_string(sandbox.path("jobs.yaml"))
         .unwrap()
-        .replace("exec sleep 60", "sleep 1; exit 1");
+        // Past the settle window a restart watches (3 s): a run that fails within it is a
+        // failed restart, one that fails later is a run that stopped again.
+        .replace("exec sleep 60", "sleep 4; exit 1");
     fs::write(sandbox.path("jobs.yaml"), jobs).unwrap();
     assert!(
         fs::read_to_string(sandbox.path("jobs.yaml"))

@@ -269,8 +269,14 @@ fn a_restart_counts_in_mihari_job_restarts_total() {
             .args(["restart", "once", "--yes"])
             .output()
             .expect("restart");
-        assert_eq!(restart.status.code(), Some(0), "{}", said(&restart));
-        // The run ends at once (/bin/false); the next restart is offered once it has.
+        // The run ends at once with exit 1 (/bin/false): a restart that did not take, which
+        // still spawned and counts. The next restart is offered once it has ended.
+        assert_eq!(restart.status.code(), Some(2), "{}", said(&restart));
+        assert!(
+            said(&restart).contains("exited 1 within"),
+            "{}",
+            said(&restart)
+        );
         wait_for("the run to end", Duration::from_secs(30), || {
             let output = sandbox
                 .mihari()

@@ -414,3 +414,87 @@ fn a_table_written_on_while_its_newest_time_is_frozen_stays_stalled() {
         sandbox.sqlite3("items.sqlite", "UTC", insert);
     }
 }
+
+#[test]
+fn a_table_3_hours_in_the_future_is_unknown_never_aged_from_the_holders_start() {
+    let mut sandbox = Sandbox::new();
+    sandbox.sqlite3(
+        "ahead.sqlite",
+        "UTC",
+        "CREATE TABLE progress (id INTEGER PRIMARY KEY, updated_at INTEGER); \
+         INSERT INTO progress (updated_at) VALUES (strftime('%s', 'now') + 3 * 3600);",
+    );
+    // A live holder that started a moment ago: aged from its start, the job looked fresh
+    // ("progress 1 s ago (holder_start)") while its only progress source was a fault.
+    sandbox.hold(Duration::from_millis(1000));
+    sandbox.job(
+        "ahead",
+        "ahead.sqlite",
+        "progress",
+        "      time_column: updated_at\n    should_run_when: [resource_free]\n",
+        true,
+    );
+    let report = sandbox.check("UTC");
+    let ahead = row(&report, "ahead");
+    assert_eq!(ahead["state"], "UNKNOWN", "{}", reasons(ahead));
+    assert_eq!(ahead["bucket"], "STALE", "{}", reasons(ahead));
+    assert_eq!(ahead["liveness"], "alive", "{}", reasons(ahead));
+    assert_eq!(ahead["progress_age_sec"], Value::Null, "{}", reasons(ahead));
+    assert_eq!(ahead["progress_source"], Value::Null, "{}", reasons(ahead));
+    assert!(
+        reasons(ahead).contains("its progress age is not known"),
+        "{}",
+        reasons(ahead)
+    );
+    assert!(
+        reasons(ahead).contains("progress_table: fault:")
+            && reasons(ahead).contains("in the future by 3 h 00 min"),
+        "the fault is named: {}",
+        reasons(ahead)
+    );
+    assert!(
+        !reasons(ahead).contains("holder_start"),
+        "{}",
+        reasons(ahead)
+    );
+}
+
+#[test]
+fn a_status_table_at_30_of_30_with_no_holder_declared_is_complete_not_running() {
+    let mut sandbox = Sandbox::new();
+    for (db, done) in [("done.sqlite", 30), ("part.sqlite", 10)] {
+        sandbox.sqlite3(
+            db,
+            "UTC",
+            &format!(
+                "CREATE TABLE status (id INTEGER PRIMARY KEY, updated_at INTEGER, done INTEGER, \
+                 total INTEGER); INSERT INTO status (updated_at, done, total) VALUES \
+                 (strftime('%s', 'now') - 5, {done}, 30);"
+            ),
+        );
+    }
+    // No lock, no process: fresh progress counts as running only while it is not complete.
+    for (id, db) in [("finished", "done.sqlite"), ("going", "part.sqlite")] {
+        sandbox.jobs.push(format!(
+            "  - id: {id}\n    progress_table:\n      db: {db}\n      table: status\n      \
+             time_column: updated_at\n      done_column: done\n      total_column: total\n    \
+             should_run_when: [not_complete]\n"
+        ));
+    }
+    let report = sandbox.check("UTC");
+    let finished = row(&report, "finished");
+    assert_eq!(finished["state"], "COMPLETE", "{}", reasons(finished));
+    assert_eq!(finished["bucket"], Value::Null, "{}", reasons(finished));
+    assert!(
+        reasons(finished).contains("complete: 30 of 30 done"),
+        "{}",
+        reasons(finished)
+    );
+    let going = row(&report, "going");
+    assert_eq!(going["state"], "RUNNING", "{}", reasons(going));
+    assert!(
+        reasons(going).contains("no lock declared"),
+        "{}",
+        reasons(going)
+    );
+}

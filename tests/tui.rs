@@ -206,6 +206,7 @@ fn fleet() -> (Vec<JobSpec>, Vec<Evidence>) {
             run_id: Some("run-7".into()),
             current_phase: Some("article_generation".into()),
             completed_phases: vec!["loading".into(), "topic_selection".into()],
+            failed_phases: Vec::new(),
         }))),
         ..Evidence::default()
     });

@@ -375,12 +375,14 @@ fn a_closed_workspace_cooldown_is_recorded_once_and_waited_for() {
 fn the_cap_allows_exactly_n_automatic_restarts_and_records_the_rest_as_suppressed() {
     let mut sandbox = Sandbox::new();
     let cap = 2;
-    // The job crashes at once every time it is started.
+    // The job crashes every time it is started — a moment after the 3 s a restart watches it,
+    // so each restart itself is verified (one that fails within them is a failed restart: a
+    // broken rule of its own, told as such).
     sandbox.config(
         &format!("  restart_daily_cap: {cap}\n  workspace_cooldown_sec: 0\n"),
         &format!(
             "    auto_restart: true\n    auto_restart_reason: crashes are known and harmless\n    \
-             restart:\n      command: [\"sh\", \"-c\", \"sleep 0.5; exit 1\", \"{}\"]\n      cwd: .\n",
+             restart:\n      command: [\"sh\", \"-c\", \"sleep 3.5; exit 1\", \"{}\"]\n      cwd: .\n",
             sandbox.dir.path().display()
         ),
     );

@@ -143,6 +143,16 @@ impl JobSpec {
         self.lock.as_deref().or(self.kept_lock.as_deref())
     }
 
+    /// Whether the job declares a source whose time is progress (log, progress_file,
+    /// progress_table, manifest). Only a `stall_sec: never` job with a holder may have none:
+    /// its holder alone is watched.
+    pub fn has_progress_source(&self) -> bool {
+        self.log.is_some()
+            || self.progress_file.is_some()
+            || self.progress_table.is_some()
+            || self.manifest.is_some()
+    }
+
     /// Whether the job has a source that counts done items.
     pub fn has_countable_source(&self) -> bool {
         self.progress_file.is_some() || self.progress_table.is_some() || self.log_progress.is_some()

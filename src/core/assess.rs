@@ -167,6 +167,10 @@ pub struct Assessment {
     /// judged: each path, age, holder and the judgment in words. `check --json` lists them so
     /// that the fleet screen can offer the one to release.
     pub stale_markers: Vec<super::marker::JudgedMarker>,
+    /// Why only a human may restart it now, whatever `auto_restart` says: a standing rule
+    /// about how its last run ended (exited 0 short of its total, failed after reaching it, a
+    /// failed phase) asks a human to look first. `None` when nothing holds the machine back.
+    pub restart_by_hand: Option<String>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -193,15 +197,17 @@ pub fn assess_sampled(
         .filter(|h| h.liveness == Liveness::Alive)
         .and_then(|h| h.started_at);
     let progress = Progress::of(job, evidence, now, holder_started);
+    // With no reading at all the age counts from the holder's start — unless a source could
+    // not be read: then the age is not known, and a fault is never rounded to "nothing yet".
     let age_sec = progress
         .newest
         .map(|(at, source)| (seconds_between(at, now), source))
         .or_else(|| {
-            holder
-                .filter(|h| h.liveness == Liveness::Alive)
-                .and_then(|h| h.started_at)
+            holder_started
+                .filter(|_| progress.faults.is_empty())
                 .map(|at| (seconds_between(at, now), ProgressSource::HolderStart))
         });
+    let count = Count::of(job, evidence, &done);
 
     let judged = if let Some(Reading::Fault(error)) = &evidence.lock {
         reasons.push(format!(
@@ -222,6 +228,9 @@ pub fn assess_sampled(
     } else if let Some((age, source)) =
         age_sec.filter(|_| job.lock.is_none() && job.process.is_none())
         && job.stall_limit().is_none_or(|limit| age <= limit as f64)
+        // Complete comes first: fresh progress of a job that has counted its whole total is
+        // the end of its work, not a run.
+        && !count.is_whole()
     {
         reasons.push(format!(
             "no lock declared; progress {} ago ({}) counts as running",
@@ -236,7 +245,7 @@ pub fn assess_sampled(
         reasons.push(format!("no lock declared; {doubt}"));
         State::Unknown
     } else {
-        judge_not_holding(job, evidence, &done, &mut reasons)
+        judge_not_holding(job, evidence, &done, &count, &mut reasons)
     };
     // A pause is the operator's on purpose: it comes first, and what the job would be
     // otherwise stays in the reasons, below it.
@@ -306,7 +315,7 @@ pub fn assess_sampled(
         }
     }
 
-    let rules = standing_rules(job, evidence, &done, judged);
+    let (rules, restart_by_hand) = standing_rules(job, evidence, &count, judged);
     let broken = !rules.is_empty();
     for rule in &rules {
         reasons.push(format!("rule broken: {rule}"));
@@ -391,6 +400,7 @@ pub fn assess_sampled(
         last_exit,
         paused,
         stale_markers,
+        restart_by_hand,
     }
 }
 
@@ -547,17 +557,33 @@ fn stopped_words(holder: &LockHolder) -> &'static str {
     }
 }
 
-/// The job's broken rules that still stand at this judgment: the event log's (a failed
-/// restart, the cap spent, a duplicate spawn), and a run that exited 0 short of its
-/// expected total. Every one of them ends when the job is seen healthy — RUNNING now, or a
-/// `state-changed ... -> RUNNING` or `verified` newer than it in the event log — or when the
-/// operator acknowledges it (`mihari ack`): until one of the two, it stays RED.
-fn standing_rules(job: &JobSpec, evidence: &Evidence, done: &Done, state: State) -> Vec<String> {
-    if state == State::Running {
-        return Vec::new();
-    }
+/// The job's broken rules that still stand at this judgment, and why only a human may restart
+/// it now (the first of them that asks a human to look before it runs again).
+///
+/// The event log's rules (a failed restart, the cap spent, a duplicate spawn) and those of how
+/// the last run ended (SPEC §4, "an exit outranks a count": it failed after reaching its total,
+/// or it exited 0 short of it) end when the job is seen healthy — RUNNING now, or a
+/// `state-changed ... -> RUNNING` or `verified` newer than them in the event log — or when the
+/// operator acknowledges them (`mihari ack`): until one of the two, they stay RED. A failed
+/// phase in the manifest stands while the manifest says so, running or not, until an
+/// acknowledgement newer than the manifest's `updated_at`.
+fn standing_rules(
+    job: &JobSpec,
+    evidence: &Evidence,
+    count: &Count,
+    state: State,
+) -> (Vec<String>, Option<String>) {
     let history = &evidence.history;
-    let mut rules = history.broken_rules.clone();
+    let mut rules = Vec::new();
+    let mut by_hand = None;
+    if let Some(rule) = failed_phases_rule(job, evidence) {
+        by_hand = Some(rule.clone());
+        rules.push(rule);
+    }
+    if state == State::Running {
+        return (rules, by_hand);
+    }
+    rules.extend(history.broken_rules.iter().cloned());
     let ended = [
         history.acknowledged.as_ref().map(|ack| ack.at),
         history.seen_healthy,
@@ -565,22 +591,142 @@ fn standing_rules(job: &JobSpec, evidence: &Evidence, done: &Done, state: State)
     .into_iter()
     .flatten()
     .max();
-    if let (Some(exit), Some(done), Some(total)) = (
-        history.last_run.as_ref().and_then(|run| run.exit.as_ref()),
-        done.known(),
-        expected_total(job, evidence),
-    ) && exit.succeeded()
-        && done < total
+    if let Some(exit) = last_exit_of_count(evidence)
         && ended.is_none_or(|ended| exit.at > ended)
     {
-        rules.push(format!(
-            "exited 0 at {done} of {total} ({}): the run ended as a success short of its \
-             total; look at why, then restart it or acknowledge (mihari ack {})",
-            exit.at.format("%Y-%m-%d %H:%M:%S UTC"),
-            job.id
-        ));
+        let at = exit.at.format("%Y-%m-%d %H:%M:%S UTC");
+        let rule = match count {
+            Count::Whole(counted) if !exit.succeeded() => Some(format!(
+                "{} after {counted}: the last run failed ({at}); an exit outranks a count, so \
+                 it is not complete: look at its log, then restart it by hand or acknowledge \
+                 (mihari ack {})",
+                exit.words(),
+                job.id
+            )),
+            Count::Short(counted) if exit.succeeded() => Some(format!(
+                "exited 0 at {counted} ({at}): the run ended as a success short of its total; \
+                 look at why, then restart it by hand or acknowledge (mihari ack {})",
+                job.id
+            )),
+            _ => None,
+        };
+        if let Some(rule) = rule {
+            by_hand.get_or_insert_with(|| rule.clone());
+            rules.push(rule);
+        }
     }
-    rules
+    (rules, by_hand)
+}
+
+/// The rule a manifest's failed phases break, while no acknowledgement newer than the
+/// manifest's `updated_at` has ended it: "phase 'publish' failed".
+fn failed_phases_rule(job: &JobSpec, evidence: &Evidence) -> Option<String> {
+    let manifest = evidence.manifest.as_deref()?.found()?;
+    let failed = &manifest.failed_phases;
+    if failed.is_empty()
+        || evidence
+            .history
+            .acknowledged
+            .as_ref()
+            .is_some_and(|ack| ack.at >= manifest.updated_at)
+    {
+        return None;
+    }
+    Some(format!(
+        "{} (manifest run '{}', updated {}): look at it, then restart it by hand or \
+         acknowledge (mihari ack {})",
+        failed_phase_words(failed),
+        manifest.run_id.as_deref().unwrap_or("-"),
+        manifest.updated_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        job.id
+    ))
+}
+
+/// "phase 'publish' failed", "phases 'fetch' and 'publish' failed", "phases 'a', 'b', 'c'
+/// and 4 more failed".
+fn failed_phase_words(failed: &[String]) -> String {
+    const NAMED: usize = 3;
+    let quoted: Vec<String> = failed
+        .iter()
+        .take(NAMED)
+        .map(|p| format!("'{p}'"))
+        .collect();
+    match failed.len() {
+        1 => format!("phase {} failed", quoted[0]),
+        n if n <= NAMED => format!(
+            "phases {} and {} failed",
+            quoted[..n - 1].join(", "),
+            quoted[n - 1]
+        ),
+        n => format!("phases {} and {} more failed", quoted.join(", "), n - NAMED),
+    }
+}
+
+/// How far what the job counted got, set against its total: what a run's exit is judged
+/// against (SPEC §4, "an exit outranks a count").
+enum Count {
+    /// Done reached the total, or the log printed 100 %: "50 of 50", "100%".
+    Whole(String),
+    /// Short of it: "59 of 260", "70%".
+    Short(String),
+    /// Nothing counted, no total, or a countable source that could not be read.
+    Unknown,
+}
+
+impl Count {
+    fn of(job: &JobSpec, evidence: &Evidence, done: &Done) -> Count {
+        match (done.known(), expected_total(job, evidence)) {
+            (Some(done), Some(total)) => {
+                let words = format!("{done} of {total}");
+                if done >= total {
+                    Count::Whole(words)
+                } else {
+                    Count::Short(words)
+                }
+            }
+            (_, None) => match printed_percent(evidence) {
+                Some(percent) if percent >= 100.0 => Count::Whole(format!("{percent}%")),
+                Some(percent) => Count::Short(format!("{percent}%")),
+                None => Count::Unknown,
+            },
+            _ => Count::Unknown,
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        matches!(self, Count::Whole(_))
+    }
+}
+
+/// The end of the last run `mihari run` recorded, when what the job counted belongs to that
+/// run: nothing was counted after it ended. A count read after it (a progress file, a table
+/// row or a heartbeat newer than the exit) came from a later run started elsewhere, and the
+/// old exit says nothing of it. A run that is alive now is judged as running before this is
+/// asked; a newer run recorded after a failure has its own end (or none yet).
+fn last_exit_of_count(evidence: &Evidence) -> Option<&RunExit> {
+    let exit = evidence.history.last_run.as_ref()?.exit.as_ref()?;
+    let after = exit.at + chrono::Duration::seconds(1);
+    let counted_after = [
+        evidence
+            .progress_file
+            .as_ref()
+            .and_then(|r| r.found())
+            .map(|count| count.modified),
+        evidence
+            .progress_table
+            .as_ref()
+            .and_then(|r| r.found())
+            .map(|table| table.newest),
+        evidence
+            .heartbeat
+            .as_deref()
+            .and_then(|r| r.found())
+            .map(|beat| beat.at),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|at| at > after);
+    (!counted_after).then_some(exit)
 }
 
 /// The state of a job whose holder is known: its lock file exists, or a process matches.
@@ -641,6 +787,16 @@ fn judge_holder(
                     State::Unknown
                 }
             }
+            // A service watched by its holder alone: there is no progress to age.
+            None | Some((_, ProgressSource::HolderStart))
+                if job.stall_never && !job.has_progress_source() =>
+            {
+                reasons.push(format!(
+                    "{who}, alive{stopped}; stall_sec never and no progress source: watched by \
+                     its holder alone, never STALLED"
+                ));
+                State::Running
+            }
             Some((age, source)) => {
                 let never = if job.stall_never {
                     "; stall_sec never: idle by nature, never STALLED"
@@ -651,6 +807,25 @@ fn judge_holder(
                     "{who}, alive{stopped}; progress {} ago ({}){never}",
                     fmt_secs(age),
                     source.as_str()
+                ));
+                State::Running
+            }
+            // No reading, and a source that could not be read: how old its progress is cannot
+            // be told, and the holder's start is no stand-in for it (that would round a fault
+            // to "nothing yet").
+            None if !progress.faults.is_empty() && !job.stall_never => {
+                let faulty: Vec<&str> = progress.faults.iter().map(|(s, _)| *s).collect();
+                reasons.push(format!(
+                    "{who}, alive{stopped}; its progress age is not known: {} could not be read \
+                     and no other source has a reading (cannot tell running from stalled)",
+                    faulty.join(" and ")
+                ));
+                State::Unknown
+            }
+            None if !progress.faults.is_empty() => {
+                reasons.push(format!(
+                    "{who}, alive{stopped}; no progress source could be read; stall_sec never: \
+                     idle by nature, never STALLED"
                 ));
                 State::Running
             }
@@ -667,6 +842,7 @@ fn judge_not_holding(
     job: &JobSpec,
     evidence: &Evidence,
     done: &Done,
+    count: &Count,
     reasons: &mut Vec<String>,
 ) -> State {
     let mut held = Vec::new();
@@ -682,11 +858,7 @@ fn judge_not_holding(
         }
     }
     let total = expected_total(job, evidence);
-    let counted_complete = match (done.known(), total) {
-        (Some(done), Some(total)) => done >= total,
-        (_, None) => printed_percent(evidence).is_some_and(|percent| percent >= 100.0),
-        _ => false,
-    };
+    let counted_complete = count.is_whole();
     // With not_succeeded, a run that exited 0 is the end of the job — unless what it counted
     // says it stopped short (then it is a broken rule, not COMPLETE).
     let succeeded = evidence
@@ -696,11 +868,24 @@ fn judge_not_holding(
         .and_then(|run| run.exit.as_ref())
         .filter(|exit| exit.succeeded())
         .filter(|_| job.should_run_when.contains(&Predicate::NotSucceeded));
-    let short = matches!(
-        (done.known(), total),
-        (Some(done), Some(total)) if done < total
-    );
-    let complete = counted_complete || (succeeded.is_some() && !short);
+    let short = matches!(count, Count::Short(_));
+    // An exit outranks a count: a last run that failed, or a phase its manifest says failed,
+    // is never the end of the job, whatever was counted.
+    let not_complete_because = match (last_exit_of_count(evidence), count) {
+        (Some(exit), Count::Whole(counted)) if !exit.succeeded() => Some(format!(
+            "the last run {} after {counted} at {} (an exit outranks a count)",
+            exit.words(),
+            exit.at.format("%Y-%m-%d %H:%M:%S UTC")
+        )),
+        _ => evidence
+            .manifest
+            .as_deref()
+            .and_then(|reading| reading.found())
+            .filter(|manifest| !manifest.failed_phases.is_empty())
+            .map(|manifest| failed_phase_words(&manifest.failed_phases)),
+    };
+    let complete =
+        not_complete_because.is_none() && (counted_complete || (succeeded.is_some() && !short));
     if !undecidable.is_empty() {
         reasons.push(format!(
             "not running; cannot tell whether it should run: {}",
@@ -725,6 +910,12 @@ fn judge_not_holding(
             },
         }
         State::Complete
+    } else if let Some(why) = not_complete_because {
+        reasons.push(format!(
+            "not running, and not complete: {why}; not due: {}",
+            failed.join("; ")
+        ));
+        State::NotRunning
     } else {
         reasons.push(format!("not running, and not due: {}", failed.join("; ")));
         State::NotRunning

@@ -1,7 +1,9 @@
 //! Whether the machine may restart a job by itself, now (SPEC §1 lesson 5, §5).
 //!
 //! Only when the jobs file says `auto_restart: true` with its reason and a command, the job
-//! is DEAD_LOCK_STALE or SHOULD_BE_RUNNING (never UNKNOWN, never STALLED), the daily cap is
+//! is DEAD_LOCK_STALE or SHOULD_BE_RUNNING (never UNKNOWN, never STALLED), no rule about how
+//! its last run ended asks a human to look first (exited 0 short of its total, failed after
+//! reaching it, a failed phase: `Assessment::restart_by_hand`), the daily cap is
 //! not spent (counted from the event log over a rolling 24 h, so it survives a watcher
 //! restart) and the backoff has passed: the first restart at once, then 10 s doubling to
 //! 5 min, reset after 10 min without a restart. "It keeps failing" is a signal to look for
@@ -55,6 +57,11 @@ pub fn auto_restart(
     };
     if !wants_restart {
         return AutoVerdict::NotNeeded;
+    }
+    // How its last run ended asks a human to look first (exited 0 short of its total, failed
+    // after reaching it, a failed phase): restarting it by itself would hide that.
+    if let Some(why) = &row.restart_by_hand {
+        return AutoVerdict::NotAllowed(why.clone());
     }
     if !job.auto_restart {
         return AutoVerdict::NotAllowed(

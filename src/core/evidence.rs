@@ -100,6 +100,10 @@ pub struct ManifestReading {
     pub current_phase: Option<String>,
     /// Phases whose entry in `phase_results` is truthy, in the order the manifest lists them.
     pub completed_phases: Vec<String>,
+    /// Phases whose entry in `phase_results` says they failed (`false`, `"failed"`,
+    /// `"error"`, or an object with `"ok": false`), in the manifest's order: the job is RED
+    /// while one stands, whatever it counted or how its run exited.
+    pub failed_phases: Vec<String>,
 }
 
 /// Progress read from the job's own output (`log_progress`): the newest frame of the log that

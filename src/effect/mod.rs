@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 use crate::core::decision::{ApprovalPlan, Decision, NotePlan, RestartPlan, checked_reason};
 use crate::core::evidence::OperatorNote;
-use crate::store::{Actor, ClaimOutcome, ClaimState, Kind, NewEvent, RestartClaim, Store};
+use crate::store::{Actor, ClaimOutcome, ClaimState, Event, Kind, NewEvent, RestartClaim, Store};
 
 /// What became of a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +79,11 @@ impl Outcome {
 
 /// How long a restarted job has to take its lock before the restart counts as failed.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a restart watches its job after it took the lock: a job that ends with a
+/// non-zero exit or a signal in this time (a bad argument, a missing file, an import error)
+/// has failed to restart, however quickly it took its lock (as supervisord's `startsecs`).
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The mihari binary a restart spawns as `mihari run`: `$MIHARI_BINARY` when set (for
 /// embedding mihari's library in another program), else this executable.
@@ -448,14 +453,23 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
     }
     fault_pause("MIHARI_FAULT_PAUSE_AFTER_SPAWN_MS");
     let lock = job.run_lock().map(Path::to_path_buf);
-    // The verdict on the spawn: the lock held by the new process, or — for a job that finishes
-    // in a moment, before the lock was looked at — its run's own record of taking it.
-    let verdict = match spawn::verify(child, lock.as_deref(), GRACE) {
-        Ok(()) => Ok(format!("pid {pid} holds its lock")),
+    // The verdict on the spawn: the lock held by the new process and still held a moment
+    // later, or — for a job that ended meanwhile — how its run's own record says it ended: at
+    // once with exit 0 is a finished job, with a failure a restart that did not take.
+    let verdict = match spawn::verify(child, lock.as_deref(), GRACE, SETTLE) {
+        Ok(spawn::Watched::Holding) => Ok(format!("pid {pid} holds its lock")),
+        Ok(spawn::Watched::Ended) => match ran_and_ended(store, plan) {
+            Some((started, exited)) => judge_ended_run(Some(pid), &started, &exited, None),
+            None => Err(match run_refusal(store, plan) {
+                Some(why) => format!("pid {pid} took its lock and could not run the job: {why}"),
+                None => format!(
+                    "pid {pid} took its lock and ended, and its run recorded no end; see the \
+                     job's log"
+                ),
+            }),
+        },
         Err(error) => match ran_and_ended(store, plan) {
-            Some(how) => Ok(format!(
-                "pid {pid} took its lock and has already ended ({how})"
-            )),
+            Some((started, exited)) => judge_ended_run(Some(pid), &started, &exited, None),
             None => Err(error),
         },
     };
@@ -510,15 +524,62 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
     }
 }
 
-/// How the restart's run ended, when its own record says it started and has ended: the
-/// verdict on a spawn comes from the run's record, not from a lock it has already let go.
-fn ran_and_ended(store: &Store, plan: &RestartPlan) -> Option<String> {
+/// The restart's run's `started` and `exited` events, when its own record says it started
+/// and has ended: the verdict on a spawn comes from the run's record, not from a lock it has
+/// already let go.
+fn ran_and_ended(store: &Store, plan: &RestartPlan) -> Option<(Event, Event)> {
     let record = store.run_record(&plan.job, &plan.run_id).ok()?;
-    let started = record.iter().find(|e| e.kind == Kind::Started.as_str())?;
-    record
+    // The newest start: a restart that continues a run (its dead holder's run id) shares the
+    // id with the attempts before it.
+    let started = record
         .iter()
-        .find(|e| e.id > started.id && e.kind == Kind::Exited.as_str())
-        .map(|e| e.reason.clone().unwrap_or_else(|| "exited".to_string()))
+        .rev()
+        .find(|e| e.kind == Kind::Started.as_str())?;
+    let exited = record
+        .iter()
+        .find(|e| e.id > started.id && e.kind == Kind::Exited.as_str())?;
+    Some((started.clone(), exited.clone()))
+}
+
+/// Why the restart's run recorded that it could not run the job (the command not found, a
+/// refused log), when it did.
+fn run_refusal(store: &Store, plan: &RestartPlan) -> Option<String> {
+    let record = store.run_record(&plan.job, &plan.run_id).ok()?;
+    record
+        .last()
+        .filter(|e| e.kind == Kind::Failed.as_str() || e.kind == Kind::Duplicate.as_str())
+        .map(|e| e.reason.clone().unwrap_or_else(|| e.kind.clone()))
+}
+
+/// Pure: the verdict on a restart whose run started and has ended, from its run's record.
+/// Exit 0 is a job that finished in a moment: verified. A non-zero exit or a signal is a
+/// restart that did not take — failed, "exited 4 within 0.1 s of its start" — when it came
+/// within `within` of the start (`None`: the restart watched it end, however long that took).
+/// `Ok` holds the words of a verified restart, `Err` those of a failed one.
+pub fn judge_ended_run(
+    pid: Option<u32>,
+    started: &Event,
+    exited: &Event,
+    within: Option<chrono::Duration>,
+) -> Result<String, String> {
+    let how = exited
+        .reason
+        .clone()
+        .unwrap_or_else(|| "exited".to_string());
+    let exit = crate::core::RunExit::from_words(&how, exited.at);
+    let lasted = exited.at - started.at;
+    let who = pid.map_or_else(|| "its run".to_string(), |pid| format!("pid {pid}"));
+    if exit.succeeded() || within.is_some_and(|limit| lasted > limit) {
+        return Ok(format!("{who} took its lock and has already ended ({how})"));
+    }
+    // In tenths of a second, rounded up: "within 0.1 s", never "within 0.0 s".
+    let tenths = (lasted.num_milliseconds().max(0) + 99) / 100;
+    Err(format!(
+        "{} within {}.{} s of its start ({who}); see the job's log",
+        exit.words(),
+        tenths / 10,
+        tenths % 10
+    ))
 }
 
 /// Marks a claim failed before anything was spawned.

@@ -156,9 +156,27 @@ pub fn judge_orphan(
         .or(claim.pid);
     if let Some(started) = record.iter().find(|e| e.kind == Kind::Started.as_str()) {
         let pid = run_pid;
-        let exited = record
+        let ended = record
             .iter()
-            .find(|e| e.id > started.id && e.kind == Kind::Exited.as_str())
+            .find(|e| e.id > started.id && e.kind == Kind::Exited.as_str());
+        // A run that failed within the settle window did not take, whoever looks.
+        if let Some(exited) = ended
+            && let Err(why) = super::judge_ended_run(
+                pid,
+                started,
+                exited,
+                chrono::Duration::from_std(super::SETTLE).ok(),
+            )
+        {
+            return Verdict::Settle(Settlement {
+                to: ClaimState::Failed,
+                kind: Kind::Failed,
+                pid,
+                record_spawn,
+                why: format!("the restarted run {run} {why}"),
+            });
+        }
+        let exited = ended
             .and_then(|e| e.reason.clone())
             .map(|how| format!(", and has since ended ({how})"))
             .unwrap_or_default();
@@ -365,6 +383,36 @@ mod tests {
                 record_spawn: false,
                 pid: Some(5151),
                 words: "started as pid 5151",
+            },
+            // Killed while verifying; the run exited 4 a second after its start: it did not
+            // take, and the claim fails with the exit in its words.
+            Row {
+                claim: claim(ClaimState::Spawned, Some(0), Some(5151)),
+                record: vec![
+                    event(10, Kind::Started, "pid 5151", 1),
+                    event(11, Kind::Exited, "exit 4", 2),
+                ],
+                holder: None,
+                to: ClaimState::Failed,
+                kind: Kind::Failed,
+                record_spawn: false,
+                pid: Some(5151),
+                words: "exited 4 within 1.0 s of its start",
+            },
+            // A failure long after its start is the run's own end, not a restart that did
+            // not take: verified, and the exit is judged as any run's.
+            Row {
+                claim: claim(ClaimState::Spawned, Some(0), Some(5151)),
+                record: vec![
+                    event(10, Kind::Started, "pid 5151", 1),
+                    event(11, Kind::Exited, "killed by SIGTERM", 50),
+                ],
+                holder: None,
+                to: ClaimState::Verified,
+                kind: Kind::Verified,
+                record_spawn: false,
+                pid: Some(5151),
+                words: "has since ended (killed by SIGTERM)",
             },
             // Still running and holding the lock, its start unrecorded (no store then).
             Row {

@@ -1,5 +1,6 @@
 //! Starting a restart: `mihari run JOB` detached in its own session, and verifying that the
-//! new process takes the job's lock within a grace period.
+//! new process takes the job's lock within a grace period and is still running a moment
+//! later (a job that ends at once with a failure has not been restarted).
 //!
 //! The spawned process is `mihari run`, not the job's command directly, so that the lock, the
 //! signal forwarding and the exit record are the same whoever starts a job. Its output goes to
@@ -69,35 +70,63 @@ pub fn spawn_run(
     })
 }
 
-/// Waits until the spawned process holds the job's lock (alive, same PID), at most `grace`.
-/// The child is reaped in the background afterwards, so it never lingers as a zombie of a
-/// long-running dashboard.
-pub fn verify(mut child: Child, lock: Option<&Path>, grace: Duration) -> Result<(), String> {
+/// What became of a spawned `mihari run` while the restart watched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    /// It holds the job's lock (or, for a job without one, is alive) and was still running
+    /// when the watch ended, `settle` after it took the lock.
+    Holding,
+    /// It ended while watched: before taking the lock, or within `settle` after. How its job
+    /// ended is in its run's own record (`mihari run` writes `started` and `exited`).
+    Ended,
+}
+
+/// Watches the spawned process: until it holds the job's lock (alive, same PID), at most
+/// `grace`; then `settle` longer, for a job that ends at once (a bad argument, a missing
+/// file, an import error) has not been restarted however quickly it took its lock. The child
+/// is reaped in the background afterwards, so it never lingers as a zombie of a long-running
+/// dashboard.
+pub fn verify(
+    mut child: Child,
+    lock: Option<&Path>,
+    grace: Duration,
+    settle: Duration,
+) -> Result<Watched, String> {
     let pid = child.id();
     let deadline = Instant::now() + grace;
+    let mut holding_since: Option<Instant> = None;
     let verdict = loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                break Err(format!(
-                    "pid {pid} exited ({status}) before holding the lock; see the job's log"
-                ));
+                break match holding_since {
+                    Some(_) => Ok(Watched::Ended),
+                    None => Err(format!(
+                        "pid {pid} exited ({status}) before holding the lock; see the job's log"
+                    )),
+                };
             }
             Ok(None) => {}
             Err(error) => break Err(format!("cannot watch pid {pid}: {error}")),
         }
-        let Some(lock) = lock else {
-            // Without a lock there is nothing to verify against: alive after a moment counts.
-            if Instant::now() + grace / 2 >= deadline {
-                break Ok(());
+        if let Some(since) = holding_since {
+            if since.elapsed() >= settle {
+                break Ok(Watched::Holding);
             }
-            thread::sleep(Duration::from_millis(50));
+            thread::sleep(Duration::from_millis(20));
             continue;
+        }
+        let holds = match lock {
+            // Without a lock there is nothing to verify against: alive through the settle
+            // window counts.
+            None => true,
+            Some(lock) => matches!(
+                read_lock(lock),
+                Reading::Found(holder) if holder.pid == Some(pid) && holder.liveness == Liveness::Alive
+            ),
         };
-        if let Reading::Found(holder) = read_lock(lock)
-            && holder.pid == Some(pid)
-            && holder.liveness == Liveness::Alive
-        {
-            break Ok(());
+        if holds {
+            holding_since = Some(Instant::now());
+            continue;
         }
         if Instant::now() >= deadline {
             break Err(format!(
@@ -105,7 +134,7 @@ pub fn verify(mut child: Child, lock: Option<&Path>, grace: Duration) -> Result<
                 grace.as_secs()
             ));
         }
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(20));
     };
     thread::spawn(move || {
         let _ = child.wait();

@@ -102,17 +102,21 @@ pub fn parse_manifest_in<Tz: TimeZone>(
             ));
         }
     };
+    let mut completed_phases = Vec::new();
+    let mut failed_phases = Vec::new();
+    for (phase, result) in raw.phase_results.0 {
+        if is_completed(&result) {
+            completed_phases.push(inert(&phase));
+        } else if is_failed(&result) {
+            failed_phases.push(inert(&phase));
+        }
+    }
     Ok(ManifestReading {
         updated_at,
         run_id: label(raw.run_id, "run_id")?,
         current_phase: label(raw.current_phase, "current_phase")?,
-        completed_phases: raw
-            .phase_results
-            .0
-            .into_iter()
-            .filter(|(_, result)| is_completed(result))
-            .map(|(phase, _)| inert(&phase))
-            .collect(),
+        completed_phases,
+        failed_phases,
     })
 }
 
@@ -121,6 +125,22 @@ pub fn parse_manifest_in<Tz: TimeZone>(
 /// done is worse than one that reports it as not done.
 pub fn is_completed(result: &Value) -> bool {
     result == &Value::Bool(true)
+}
+
+/// A phase has failed when its result says so as pipelines write it: `false`, the text
+/// `"failed"` or `"error"` (in any case), or an object whose `ok` is `false`
+/// (`{"ok": false, "error": "..."}`). Anything else that is not `true` (null, a number,
+/// `"pending"`) is neither done nor failed: not yet decided.
+pub fn is_failed(result: &Value) -> bool {
+    match result {
+        Value::Bool(ok) => !ok,
+        Value::String(text) => {
+            let text = text.trim();
+            text.eq_ignore_ascii_case("failed") || text.eq_ignore_ascii_case("error")
+        }
+        Value::Object(fields) => fields.get("ok") == Some(&Value::Bool(false)),
+        _ => false,
+    }
 }
 
 /// A naive local time as UTC. In the hour a DST change repeats, the reading closest to the
@@ -289,6 +309,19 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(reading.completed_phases, ["a", "g"]);
+        assert_eq!(reading.failed_phases, ["b", "c"]);
+    }
+
+    #[test]
+    fn a_failed_phase_is_false_failed_error_or_ok_false_and_nothing_else() {
+        let reading = parse(
+            r#"{"phase_results": {"fetch": true, "a": false, "b": "failed", "c": "ERROR",
+                "d": {"ok": false, "error": "quota"}, "e": {"ok": true}, "f": "pending",
+                "g": null, "h": 0, "i": {"error": "no ok field"}, "j": " Failed "}}"#,
+        )
+        .expect("parses");
+        assert_eq!(reading.completed_phases, ["fetch"]);
+        assert_eq!(reading.failed_phases, ["a", "b", "c", "d", "j"]);
     }
 
     #[test]

@@ -819,6 +819,14 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             done.join(", ")
         };
         text(format!("  completed: {done}"), theme.good(), &mut out);
+        if !manifest.failed_phases.is_empty() {
+            let failed: Vec<String> = manifest.failed_phases.iter().map(|p| inert(p)).collect();
+            text(
+                format!("  failed: {}", failed.join(", ")),
+                theme.alarm(),
+                &mut out,
+            );
+        }
     }
 
     if !job.checks.is_empty() {

@@ -562,12 +562,22 @@ fn job(
 
     let has_progress_source =
         log.is_some() || progress_file.is_some() || progress_table.is_some() || manifest.is_some();
-    if !has_progress_source {
+    // With the stall judgement off (`stall_sec: never`), a service is watched by its holder
+    // alone: no progress is asked of it, so none need be declared.
+    let watched_by_holder = stall_never && (lock.is_some() || process.is_some());
+    if !has_progress_source && !watched_by_holder {
+        let way_out = if stall_never {
+            "; with stall_sec: never a holder alone is enough: add lock (its PID file) or \
+             process: {cmdline: '...'}"
+        } else {
+            "; a service idle by nature (a server, a daemon with a PID file) can instead say \
+             stall_sec: never beside its lock or process, and be watched by its holder alone"
+        };
         return Err(src.refuse(
             at_job,
             format!(
                 "{the_job} has no progress source: add at least one of {PROGRESS_SOURCES}, \
-                 so that mihari can tell progress from silence"
+                 so that mihari can tell progress from silence{way_out}"
             ),
         ));
     }
