@@ -83,6 +83,13 @@ pub fn ask(host: &Host) -> HostReport {
         Err(NoAnswer::NotStarted(why)) => {
             return failed(format!("{} unreachable: {why}", host.name));
         }
+        Err(NoAnswer::CutOff) => {
+            return failed(format!(
+                "{}: answer longer than {}: cut off",
+                host.name,
+                remote::size_words(remote::MAX_ANSWER)
+            ));
+        }
     };
     let said = last_words(&answer.stderr);
     let code = answer.code.and_then(|code| u8::try_from(code).ok());
