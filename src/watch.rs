@@ -568,6 +568,7 @@ fn store_rules(live: &Live, snapshot: &Snapshot, store: &Recorder) -> Vec<String
                 .map(|fault| format!("the state store cannot be read: {fault}")),
         )
         .chain(live.engine.config_refusal().map(|(_, rule)| rule.clone()))
+        .chain(live.engine.textfile_refusal().cloned())
         .collect()
 }
 

@@ -283,6 +283,9 @@ pub struct Engine {
     store_retry: Option<DateTime<Utc>>,
     /// The live watcher's report that its writes to the store fail, as last read.
     store_writes_failing: Option<String>,
+    /// Why the metrics textfile cannot be trusted (its folder, or a file another user left at
+    /// its name), judged at every read of the store: a broken rule.
+    textfile_refusal: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
     /// Recent (time, done) samples of each job, oldest first: the rate and the ETA of the
@@ -364,6 +367,7 @@ impl Engine {
             store_fault: opened.fault,
             store_notice: opened.notice,
             store_writes_failing: None,
+            textfile_refusal: None,
             watcher: WatcherStatus::Never,
             samples: HashMap::new(),
         }
@@ -704,7 +708,18 @@ impl Engine {
             }
             _ => None,
         };
+        self.textfile_refusal = self
+            .config
+            .settings
+            .prometheus_textfile
+            .as_deref()
+            .and_then(crate::effect::textfile::refusal);
         view
+    }
+
+    /// Why the metrics textfile is not written, when it is not.
+    pub fn textfile_refusal(&self) -> Option<&String> {
+        self.textfile_refusal.as_ref()
     }
 
     fn read_store_records(&mut self, now: DateTime<Utc>) -> record::StoreView {
@@ -1165,6 +1180,7 @@ impl Engine {
             .broken_rule(now)
             .into_iter()
             .chain(self.store_writes_failing.clone())
+            .chain(self.textfile_refusal.clone())
             .chain(self.config_refusal.as_ref().map(|(_, rule)| rule.clone()))
             .collect();
         let mut snapshot = Snapshot::judge_by_id(&self.config.jobs, evidence, &samples, rules, now);
