@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
+use crate::core::digest::cut_counted_from;
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, Pass, category, paused_digest};
 use crate::effect::notify::{Finished, Notice, Notifier};
@@ -32,7 +33,6 @@ use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::render::{prometheus, status_code};
-use crate::core::digest::cut_counted_from;
 use crate::store::digest::{DigestCategory, next_cut, next_cut_bounded};
 use crate::store::{Actor, Kind, NewEvent, Store, StoreError};
 

@@ -200,10 +200,8 @@ fn a_thousand_checks_under_a_small_open_file_limit_all_run_and_are_judged() {
         });
     }
     let output = command.output().expect("mihari check");
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&output.stderr))
-        });
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
     let mut results = std::collections::BTreeMap::<String, usize>::new();
     let mut faults = Vec::new();
     for job in report["jobs"].as_array().expect("jobs") {

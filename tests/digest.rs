@@ -896,10 +896,20 @@ fn a_last_cut_in_the_future_is_counted_as_now_and_said() {
     // (last cut, oldest item waiting, counted from, words)
     let rows = [
         (None, None, now, None),
-        (None, Some("2026-11-30T08:00:00Z"), at("2026-11-30T08:00:00Z"), None),
+        (
+            None,
+            Some("2026-11-30T08:00:00Z"),
+            at("2026-11-30T08:00:00Z"),
+            None,
+        ),
         // An item stamped by a clock ahead is not counted from either.
         (None, Some("2028-01-05T08:00:00Z"), now, None),
-        (Some("2026-12-01T09:00:00Z"), None, at("2026-12-01T09:00:00Z"), None),
+        (
+            Some("2026-12-01T09:00:00Z"),
+            None,
+            at("2026-12-01T09:00:00Z"),
+            None,
+        ),
         (Some("2026-12-01T12:00:00Z"), None, now, None),
         (Some("2028-01-05T09:00:00Z"), None, now, jumped.clone()),
         (
@@ -964,7 +974,10 @@ fn a_pass_with_the_clock_far_ahead_does_not_stop_the_digests_after_it() {
             String::from_utf8_lossy(&output.stderr).into_owned(),
         )
     };
-    let (code, _, stderr) = mihari(None, &["pause", "collect", "--reason", "disk swap", "--yes"]);
+    let (code, _, stderr) = mihari(
+        None,
+        &["pause", "collect", "--reason", "disk swap", "--yes"],
+    );
     assert_eq!(code, Some(0), "{stderr}");
     sandbox
         .store()
@@ -977,7 +990,11 @@ fn a_pass_with_the_clock_far_ahead_does_not_stop_the_digests_after_it() {
         .expect("queued");
     let (_, _, stderr) = mihari(Some("+400d"), &["watch", "--once"]);
     let digests = sandbox.store().digests(true).expect("digests");
-    assert_eq!(digests.len(), 1, "the pass with the clock ahead cut one: {stderr}");
+    assert_eq!(
+        digests.len(),
+        1,
+        "the pass with the clock ahead cut one: {stderr}"
+    );
     let stamped = digests[0].cut;
     assert!(stamped > Utc::now() + TimeDelta::days(300), "{stamped}");
 
@@ -996,7 +1013,9 @@ fn a_pass_with_the_clock_far_ahead_does_not_stop_the_digests_after_it() {
         .events(&EventFilter::default())
         .expect("events");
     assert!(
-        events.iter().any(|e| e.reason.as_deref() == Some(words.as_str())),
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(words.as_str())),
         "said in the event log too"
     );
 
@@ -1015,8 +1034,16 @@ fn a_pass_with_the_clock_far_ahead_does_not_stop_the_digests_after_it() {
         "{texts:?}"
     );
     assert!(
-        cut.items.iter().any(|i| i.category == DigestCategory::Paused),
+        cut.items
+            .iter()
+            .any(|i| i.category == DigestCategory::Paused),
         "the paused job is named: {texts:?}"
     );
-    assert!(sandbox.store().pending_digest().expect("pending").is_empty());
+    assert!(
+        sandbox
+            .store()
+            .pending_digest()
+            .expect("pending")
+            .is_empty()
+    );
 }

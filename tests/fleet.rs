@@ -1241,10 +1241,12 @@ fn a_host_sending_an_unbounded_heartbeat_neither_ends_the_screen_nor_escapes_its
     wait_until(
         "every host's stream ends with the screen",
         Duration::from_secs(10),
-        || pids_mentioning("fake-mihari-").iter().all(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !c.contains(&root.path().display().to_string()))
-        }),
+        || {
+            pids_mentioning("fake-mihari-").iter().all(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| !c.contains(&root.path().display().to_string()))
+            })
+        },
     );
 }
 
@@ -1282,7 +1284,10 @@ fn an_endless_line_or_a_stderr_flood_from_a_host_is_cut_off_and_memory_stays_bou
         ],
         Duration::from_secs(60),
     );
-    assert!(screen.lines().any(|l| is_row(l, "noisy", "work")), "{screen}");
+    assert!(
+        screen.lines().any(|l| is_row(l, "noisy", "work")),
+        "{screen}"
+    );
     // The endless stream is started again (after its backoff) and cut off again; the
     // flood goes on all the while.
     std::thread::sleep(Duration::from_secs(8));
@@ -1293,10 +1298,14 @@ fn an_endless_line_or_a_stderr_flood_from_a_host_is_cut_off_and_memory_stays_bou
     wait_until(
         "the streams end with the screen",
         Duration::from_secs(10),
-        || pids_mentioning(&root.path().display().to_string()).iter().all(|p| {
-            fs::read_to_string(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| !c.contains("fake-mihari-"))
-        }),
+        || {
+            pids_mentioning(&root.path().display().to_string())
+                .iter()
+                .all(|p| {
+                    fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| !c.contains("fake-mihari-"))
+                })
+        },
     );
 }
 
@@ -1313,7 +1322,13 @@ fn fleet_check_cuts_off_an_answer_longer_than_the_bound() {
     );
     let fleet = fleet(
         root.path(),
-        &[host("flood", &[], &config, &endless.display().to_string(), 10)],
+        &[host(
+            "flood",
+            &[],
+            &config,
+            &endless.display().to_string(),
+            10,
+        )],
     );
     let mut child = Command::cargo_bin("mihari")
         .expect("binary")
@@ -1337,8 +1352,7 @@ fn fleet_check_cuts_off_an_answer_longer_than_the_bound() {
     assert_eq!(output.status.code(), Some(2));
     let merged: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(
-        merged["hosts"][0]["error"],
-        "flood: answer longer than 64 MB: cut off",
+        merged["hosts"][0]["error"], "flood: answer longer than 64 MB: cut off",
         "{merged}"
     );
     assert!(peak < 300, "peak RSS {peak} MB");

@@ -688,7 +688,11 @@ fn heartbeats_are_pruned_to_the_newest_and_a_long_note_is_cut() {
         )
         .output()
         .expect("sqlite3 runs (apt-get install -y sqlite3)");
-    assert!(seeded.status.success(), "{}", String::from_utf8_lossy(&seeded.stderr));
+    assert!(
+        seeded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&seeded.stderr)
+    );
     assert_eq!(sandbox.store().heartbeats_kept("trainer").unwrap(), 12_001);
     let note = "x".repeat(120 * 1024);
     for done in [12_001, 12_002, 12_003] {

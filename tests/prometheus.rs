@@ -604,7 +604,10 @@ fn a_textfile_folder_anyone_can_write_is_refused_in_checks_rules_and_by_the_watc
     let shown = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(2), "{shown}");
     assert!(shown.contains(&words), "{shown}");
-    assert!(shown.contains(&format!("chmod g-w,o-w '{}'", folder.display())), "{shown}");
+    assert!(
+        shown.contains(&format!("chmod g-w,o-w '{}'", folder.display())),
+        "{shown}"
+    );
     let once = sandbox
         .mihari()
         .args(["watch", "--once"])
@@ -694,7 +697,11 @@ fn a_file_another_user_left_in_a_sticky_textfile_folder_is_named_with_its_owner(
     assert!(shown.contains(&words), "{shown}{}", said(&check));
     let once = as_other(&["watch", "--once"]);
     assert!(said(&once).contains(&words), "{}", said(&once));
-    assert!(!said(&once).contains("permission denied"), "{}", said(&once));
+    assert!(
+        !said(&once).contains("permission denied"),
+        "{}",
+        said(&once)
+    );
     assert_eq!(
         fs::read_to_string(&planted).expect("read"),
         "mihari_watcher_up 1\n",

@@ -162,11 +162,7 @@ fn run_once(
     if let Some(stdout) = child.stdout.take() {
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
-        loop {
-            match next_line(&mut reader, &mut line) {
-                Ok(true) => {}
-                Ok(false) | Err(_) => break,
-            }
+        while let Ok(true) = next_line(&mut reader, &mut line) {
             if line.len() > MAX_LINE {
                 // A host that sends one endless line is not followed into it: the stream is
                 // ended, and started again after its backoff.
@@ -177,9 +173,7 @@ fn run_once(
                 kill();
                 break;
             }
-            if !flood_told
-                && let Some(words) = flood_words(stderr_heard.load(Ordering::Relaxed))
-            {
+            if !flood_told && let Some(words) = flood_words(stderr_heard.load(Ordering::Relaxed)) {
                 flood_told = true;
                 if !deliver(Heard::Note(words)) {
                     listening = false;

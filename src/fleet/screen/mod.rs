@@ -96,13 +96,7 @@ async fn event_loop(fleet: Fleet, screen: &mut terminal::Screen) -> Result<(), S
     );
     let origin = origin();
     let result = serve(
-        &fleet,
-        &origin,
-        &streams.0,
-        &mut model,
-        &mut inbox,
-        &sender,
-        screen,
+        &fleet, &origin, &streams.0, &mut model, &mut inbox, &sender, screen,
     )
     .await;
     drop(streams);
@@ -417,7 +411,10 @@ mod tests {
             stderr: String::new(),
         };
         let words = outcome_words(what, &approve("--help"), &help);
-        assert!(words.starts_with("gpu1: approve 'deploy': NOT done"), "{words}");
+        assert!(
+            words.starts_with("gpu1: approve 'deploy': NOT done"),
+            "{words}"
+        );
         let done = remote::Answer {
             code: Some(0),
             stdout: "approve 'deploy':\n  step      drop\napproved\n".into(),

@@ -87,7 +87,10 @@ pub fn bounded_heartbeat(line: &Value, current: Duration) -> Option<(Duration, O
     let said = line.get("heartbeat_sec")?;
     let (lo, hi) = (SHORTEST_HEARTBEAT, LONGEST_HEARTBEAT);
     let bounds = format!("{} to {} s", lo.as_secs_f64(), hi.as_secs_f64());
-    let quoted = inert(&said.to_string()).chars().take(40).collect::<String>();
+    let quoted = inert(&said.to_string())
+        .chars()
+        .take(40)
+        .collect::<String>();
     let Some(secs) = said.as_f64().filter(|s| s.is_finite()) else {
         return Some((
             current,
@@ -189,10 +192,9 @@ impl RemoteDecision {
             RemoteAction::Pause => (vec!["pause".into(), reason()], vec![self.job.clone()]),
             RemoteAction::Resume => (vec!["resume".into()], vec![self.job.clone()]),
             RemoteAction::Acknowledge => (vec!["ack".into(), reason()], vec![self.job.clone()]),
-            RemoteAction::Approve { key, deny: false } => (
-                vec!["approval".into(), "approve".into()],
-                vec![key.clone()],
-            ),
+            RemoteAction::Approve { key, deny: false } => {
+                (vec!["approval".into(), "approve".into()], vec![key.clone()])
+            }
             RemoteAction::Approve { key, deny: true } => (
                 vec!["approval".into(), "deny".into(), reason()],
                 vec![key.clone()],
@@ -1194,7 +1196,14 @@ mod tests {
         let denied = decision.clone().answered(true, "  not today ");
         assert_eq!(
             denied.args(),
-            ["approval", "deny", "--reason=not today", "--yes", "--", "k1"]
+            [
+                "approval",
+                "deny",
+                "--reason=not today",
+                "--yes",
+                "--",
+                "k1"
+            ]
         );
         assert_eq!(
             decision.answered(false, "").args(),
