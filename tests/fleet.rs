@@ -503,10 +503,10 @@ fn pids_mentioning(needle: &str) -> Vec<i32> {
     pids
 }
 
-/// The remote side of a host's stream: the `mihari --config C check --json --follow` that
+/// The remote side of a host's stream: the `mihari --config=C check --json --follow` that
 /// sshd started (its command line holds the config path, not the ssh's quoting of it).
 fn remote_followers(config: &Path) -> Vec<i32> {
-    let config = config.display().to_string();
+    let config = format!("--config={}", config.display());
     pids_mentioning(&config)
         .into_iter()
         .filter(|pid| {

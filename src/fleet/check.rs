@@ -387,7 +387,7 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
                 .flatten()
                 .map(move |a| {
                     format!(
-                        "{host}/{id} '{}': {} (mihari approval approve {} on {host})",
+                        "{host}/{id} '{}': {} (mihari approval approve -- {} on {host})",
                         text(a, "step"),
                         text(a, "summary"),
                         text(a, "key")
@@ -509,7 +509,7 @@ mod tests {
         assert!(table.contains("  c     unreachable\n"), "{table}");
         assert!(
             table.contains(
-                "APPROVALS (1)\n  ⚑ a/held 'publish': push v2 (mihari approval approve k1 on a)"
+                "APPROVALS (1)\n  ⚑ a/held 'publish': push v2 (mihari approval approve -- k1 on a)"
             ),
             "{table}"
         );
