@@ -20,6 +20,7 @@
 //! | a farm of 10,000 such jobs (`farm`): `mihari check --json`; the dashboard's first full frame (from its start until the header counts every job) and its RSS then and after the activity, and once more with the jobs file just saved (its YAML parsed again, no kept parse matching); the idle window with every job quiet, opened once the watcher's first pass has recorded a `state-changed` for every job (the whole window and its median slice are both printed) | check at most 1.0x the floor; first frame at most 0.5 s; RSS at most 80 MB; idle at most 0.05 % | the same floors as above |
 //! | a death on a remote host on the fleet screen (`fleet`): a job's process killed on one of two hosts over a loopback sshd, 20 samples | p99 at most 500 ms | the same death on that host's local dashboard |
 //! | 20 hosts (20 jobs files over one loopback sshd): the fleet screen's first merged frame, from its start until the header counts every host's job, cold and over a ControlMaster, as the bench's user and as a fleet account whose login shell is /bin/sh | at most 2 s | twenty `ssh HOST true` at once, and `mihari fleet check --json` on the same hosts |
+//! | `mihari check --json` on one job whose store took a year of heartbeats (`heartbeats`: by default one every 10 s, 3,153,600 rows written by `sqlite3` as a store that grew before heartbeats were pruned holds them, then pruned by the job's next heartbeats, whose count and slowest are printed) | at most 1.2x the floor | the same check on a store with one heartbeat; also printed: `sqlite3` reading the newest row |
 //! | a reload of the 1,000-job file while the dashboard is open (`reload`): a job appended, saved in place or by rename, 20 times | p99 at most 100 ms from the save to the screen counting the new job; no unchanged progress file counted again (the bytes the dashboard read per reload, `/proc/PID/io` rchar, against one progress file's size) | — |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
@@ -33,8 +34,10 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats`
 //!   (default all).
+//! - `MIHARI_BENCH_HEARTBEATS` (3153600): the heartbeats of `heartbeats` (a year at one every
+//!   10 s; 31536000 is a year at one a second).
 //! - `MIHARI_BENCH_LOG_GIB` (1): the big log of `log_progress`.
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
 //!   window follow the knobs below).
@@ -220,6 +223,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("reload") {
         measure_reload(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("heartbeats") {
+        measure_heartbeats(&knobs, exe, &mut table)?;
     }
     if knobs.wants("tail") {
         measure_tail(&knobs, &mut table)?;
@@ -1095,6 +1101,147 @@ log_progress: a {gib} GiB log and a 1 MiB log ending in the same 600 tqdm frames
         ms(figure),
         format!("{ratio:.2}×"),
         Some(ratio <= LOG_PROGRESS_TARGET_RATIO),
+    );
+    drop(root);
+    Ok(())
+}
+
+/// The target of `heartbeats`: a year of heartbeats costs `check` at most this much more
+/// than one heartbeat.
+const HEARTBEATS_TARGET_RATIO: f64 = 1.2;
+
+/// `check --json` on one job whose store holds a year of heartbeats, against the same check
+/// on a store with one; `sqlite3` reading the newest row of the year is printed beside.
+fn measure_heartbeats(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(), String> {
+    let rows = env_u64("MIHARI_BENCH_HEARTBEATS", 3_153_600)?.max(1);
+    let root = knobs.tempdir()?;
+    let jobs_file = |name: &str| -> Result<PathBuf, String> {
+        let dir = root.path().join(name);
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        write(&dir.join("train.log"), "epoch 1\n")?;
+        let path = dir.join("jobs.yaml");
+        write(
+            &path,
+            "settings:\n  state_dir: state\njobs:\n  - id: train\n    log: train.log\n    \
+             stall_sec: 86400\n    should_run_when: [not_succeeded]\n",
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod: {e}"))?;
+        let beat = Command::new(exe)
+            .arg("--config")
+            .arg(&path)
+            .args(["heartbeat", "train", "--done", "1"])
+            .output()
+            .map_err(|e| format!("cannot run mihari heartbeat: {e}"))?;
+        if !beat.status.success() {
+            return Err(format!(
+                "mihari heartbeat failed: {}",
+                String::from_utf8_lossy(&beat.stderr)
+            ));
+        }
+        Ok(path)
+    };
+    let one = jobs_file("one")?;
+    let year = jobs_file("year")?;
+    let db = root.path().join("year/state/mihari.sqlite");
+    let sqlite = |sql: &str| -> Result<(String, Duration), String> {
+        let started = Instant::now();
+        let output = Command::new("sqlite3")
+            .arg(&db)
+            .arg(sql)
+            .output()
+            .map_err(|e| format!("cannot run sqlite3 (apt-get install -y sqlite3): {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "sqlite3: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        Ok((
+            String::from_utf8_lossy(&output.stdout).trim().to_string(),
+            started.elapsed(),
+        ))
+    };
+    // A year's worth, ten seconds apart, then one more heartbeat from mihari: the newest.
+    let (_, written) = sqlite(&format!(
+        "INSERT INTO heartbeats (job, at_ms, done, note) \
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) \
+         SELECT 'train', 1700000000000 + i * 10000, i + 1, 'steady' FROM n;"
+    ))?;
+    // The job goes on sending heartbeats: each prunes its share, until the newest are left
+    // (what a store that took a year of heartbeats through mihari holds).
+    let mut beats = Vec::new();
+    loop {
+        let started = Instant::now();
+        let beat = Command::new(exe)
+            .arg("--config")
+            .arg(&year)
+            .args(["heartbeat", "train", "--done", "1"])
+            .output()
+            .map_err(|e| format!("cannot run mihari heartbeat: {e}"))?;
+        beats.push(started.elapsed());
+        if !beat.status.success() {
+            return Err(format!(
+                "mihari heartbeat failed: {}",
+                String::from_utf8_lossy(&beat.stderr)
+            ));
+        }
+        let (kept, _) = sqlite("SELECT count(*) FROM heartbeats;")?;
+        if kept.parse::<u64>().is_ok_and(|kept| kept <= 1440) || beats.len() >= 10_000 {
+            break;
+        }
+    }
+    let slowest = beats.iter().max().copied().unwrap_or_default();
+    let (kept, _) = sqlite("SELECT count(*) FROM heartbeats;")?;
+    let file = fs::metadata(&db).map_or(0, |m| m.len());
+    for config in [&one, &year] {
+        let (done, _, _) = run_check(exe, config)?;
+        if done != 1 {
+            return Err(format!(
+                "check on {} read done {done}, not the newest heartbeat's 1",
+                config.display()
+            ));
+        }
+    }
+    let newest = "SELECT done FROM heartbeats WHERE job = 'train' ORDER BY id DESC LIMIT 1;";
+    let mut ones = Vec::new();
+    let mut years = Vec::new();
+    let mut reads = Vec::new();
+    for _ in 0..knobs.runs.max(7) {
+        ones.push(run_check(exe, &one)?.2);
+        years.push(run_check(exe, &year)?.2);
+        reads.push(sqlite(newest)?.1);
+    }
+    let floor = median(&mut ones);
+    let figure = median(&mut years);
+    let read = median(&mut reads);
+    let ratio = figure.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "\nheartbeats: {rows} older heartbeats written by sqlite3 in {:.1} s; {} heartbeats \
+         from mihari pruned them to {kept} (the slowest {}; the file stays {} MB, its pages \
+         free); {} runs alternating: one heartbeat {}, a year {}, sqlite3 reading the newest \
+         row {}",
+        written.as_secs_f64(),
+        beats.len(),
+        ms(slowest),
+        file >> 20,
+        ones.len(),
+        ms(floor),
+        ms(figure),
+        ms(read)
+    );
+    table.add(
+        format!("`mihari check --json`, one job, {rows} heartbeats in its store"),
+        format!("≤ {HEARTBEATS_TARGET_RATIO}× floor"),
+        format!(
+            "the same check with one heartbeat {} (`sqlite3` reading the newest row: {})",
+            ms(floor),
+            ms(read)
+        ),
+        ms(figure),
+        format!("{ratio:.2}×"),
+        Some(ratio <= HEARTBEATS_TARGET_RATIO),
     );
     drop(root);
     Ok(())

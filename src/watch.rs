@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
+use crate::core::digest::cut_counted_from;
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, PASS_BEAT_SEC, Pass, category, paused_digest};
 use crate::effect::notify::{Finished, Notice, Notifier};
@@ -32,7 +33,7 @@ use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::render::{prometheus, status_code};
-use crate::store::digest::{DigestCategory, next_cut};
+use crate::store::digest::{DigestCategory, next_cut, next_cut_bounded};
 use crate::store::{Actor, Kind, NewEvent, Store, StoreError};
 
 /// Exit code when another watcher already watches this state_dir.
@@ -136,6 +137,8 @@ struct Watcher {
     /// The cut whose digest already names the paused jobs: a cut that fails and is tried
     /// again names them once, not once per try.
     paused_named_for: Option<DateTime<Utc>>,
+    /// Words for a last digest stamped in the future, to say once.
+    clock_jumped: Option<String>,
 }
 
 impl Watcher {
@@ -160,13 +163,15 @@ impl Watcher {
             .into_iter()
             .filter_map(|e| e.key)
             .collect();
-        // Before the first cut ever, the digest is due at the first digest_at after the
-        // oldest item queued (a `--once` pass is a new process each time: counting from its
-        // own start, it would never reach a cut).
-        let after = match store.last_cut()? {
-            Some(cut) => cut,
-            None => store.pending_digest()?.first().map_or(now, |item| item.at),
-        };
+        // Before the first cut ever (and after one stamped in the future), the digest is due
+        // at the first digest_at after the oldest item queued.
+        let waiting = store
+            .pending_digest()?
+            .iter()
+            .map(|item| item.at)
+            .filter(|at| *at <= now)
+            .min();
+        let (after, clock_jumped) = cut_counted_from(store.last_cut()?, waiting, now);
         let timeouts_told =
             store.digest_texts_since(DigestCategory::Timeout, now - chrono::Duration::hours(24))?;
         let next_cut = next_cut(
@@ -184,7 +189,17 @@ impl Watcher {
             restarts_held: false,
             fault_told: None,
             paused_named_for: None,
+            clock_jumped,
         })
+    }
+
+    /// Says (once, on stderr and in the event log) that the last digest is stamped in the
+    /// future and the next is counted from now.
+    fn tell_clock_jumped(&mut self, store: &mut Recorder) {
+        if let Some(words) = self.clock_jumped.take() {
+            eprintln!("mihari watch: {words}");
+            store.append(NewEvent::new(Kind::Detected).reason(words));
+        }
     }
 
     /// Puts a new load of the jobs file in force: the jobs, the cap, the digest's time and
@@ -244,6 +259,19 @@ impl Watcher {
         let restarts = self.restarts(live, &pass, snapshot, store, now);
         self.record(&pass, store);
         self.cap(live, &pass, store, now);
+        self.tell_clock_jumped(store);
+        // A next cut worked out while the clock was ahead comes back with the clock.
+        let bounded = next_cut_bounded(self.next_cut, now, self.config.settings.digest_at);
+        if bounded < self.next_cut {
+            let words = format!(
+                "the next digest was due {}, later than the next digest_at from now: the clock \
+                 went back; cutting at the next digest_at",
+                self.next_cut.format("%Y-%m-%d %H:%M UTC")
+            );
+            eprintln!("mihari watch: {words}");
+            store.append(NewEvent::new(Kind::Detected).reason(words));
+            self.next_cut = bounded;
+        }
         if now >= self.next_cut {
             // Every digest names the jobs that stay paused, so a pause never goes quiet.
             if self.paused_named_for != Some(self.next_cut) {
@@ -540,6 +568,7 @@ fn store_rules(live: &Live, snapshot: &Snapshot, store: &Recorder) -> Vec<String
                 .map(|fault| format!("the state store cannot be read: {fault}")),
         )
         .chain(live.engine.config_refusal().map(|(_, rule)| rule.clone()))
+        .chain(live.engine.textfile_refusal().cloned())
         .collect()
 }
 

@@ -154,3 +154,68 @@ fn a_last_line_cut_inside_an_escape_sequence_never_shows_its_payload() {
     assert!(got.detail.ends_with("gap at shard 120"), "{}", got.detail);
     assert!(!got.detail.contains("AAAA"), "{}", got.detail);
 }
+
+/// Round three, item 10: a one-shot `check` started every check at once, one thread each:
+/// 2,000 jobs with one check each under `ulimit -n 1024` gave 1,662 "Too many open files"
+/// faults. Here 1,000 under `ulimit -n 256`, the same squeeze: every check runs and passes,
+/// and a check that fails is still a failure.
+#[test]
+fn a_thousand_checks_under_a_small_open_file_limit_all_run_and_are_judged() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut yaml = format!(
+        "settings:\n  state_dir: {}/state\njobs:\n",
+        dir.path().display()
+    );
+    let jobs = 1000;
+    for i in 0..jobs {
+        // The last job's check fails: a failure stays a failure.
+        let command = if i == jobs - 1 { "false" } else { "true" };
+        yaml.push_str(&format!(
+            "  - id: j{i:04}\n    log: {d}/j.log\n    should_run_when: [not_succeeded]\n    \
+             checks:\n      - {{name: ok, command: [{command}]}}\n",
+            d = dir.path().display()
+        ));
+    }
+    fs::write(dir.path().join("j.log"), "line\n").unwrap();
+    let config = dir.path().join("jobs.yaml");
+    fs::write(&config, yaml).unwrap();
+    fs::set_permissions(&config, fs::Permissions::from_mode(0o600)).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mihari"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"]);
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 256,
+                rlim_max: 256,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = command.output().expect("mihari check");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    let mut results = std::collections::BTreeMap::<String, usize>::new();
+    let mut faults = Vec::new();
+    for job in report["jobs"].as_array().expect("jobs") {
+        for check in job["checks"].as_array().expect("checks") {
+            let result = check["result"].as_str().unwrap_or("?").to_string();
+            if result != "pass" && faults.len() < 3 {
+                faults.push(check.to_string());
+            }
+            *results.entry(result).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        results,
+        [("fail".to_string(), 1), ("pass".to_string(), jobs - 1)].into(),
+        "{faults:?}"
+    );
+}

@@ -884,3 +884,166 @@ fn a_store_that_cannot_be_opened_exits_3_with_the_reason() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(3));
 }
+
+#[test]
+fn a_last_cut_in_the_future_is_counted_as_now_and_said() {
+    use mihari::core::digest::{cut_counted_from, next_cut_bounded};
+    let now = at("2026-12-01T12:00:00Z");
+    let jumped = Some(
+        "the last digest is stamped 2028-01-05, in the future: the clock jumped; cutting from now"
+            .to_string(),
+    );
+    // (last cut, oldest item waiting, counted from, words)
+    let rows = [
+        (None, None, now, None),
+        (
+            None,
+            Some("2026-11-30T08:00:00Z"),
+            at("2026-11-30T08:00:00Z"),
+            None,
+        ),
+        // An item stamped by a clock ahead is not counted from either.
+        (None, Some("2028-01-05T08:00:00Z"), now, None),
+        (
+            Some("2026-12-01T09:00:00Z"),
+            None,
+            at("2026-12-01T09:00:00Z"),
+            None,
+        ),
+        (Some("2026-12-01T12:00:00Z"), None, now, None),
+        (Some("2028-01-05T09:00:00Z"), None, now, jumped.clone()),
+        (
+            Some("2028-01-05T09:00:00Z"),
+            Some("2026-12-01T10:00:00Z"),
+            at("2026-12-01T10:00:00Z"),
+            jumped.clone(),
+        ),
+        (Some("2026-12-01T12:00:00.001Z"), None, now, {
+            Some("the last digest is stamped 2026-12-01, in the future: the clock jumped; cutting from now".to_string())
+        }),
+    ];
+    for (last, oldest, from, words) in rows {
+        assert_eq!(
+            cut_counted_from(last.map(at), oldest.map(at), now),
+            (from, words),
+            "last cut {last:?}, oldest waiting {oldest:?}"
+        );
+    }
+    // A next cut worked out while the clock was ahead comes back to the next digest_at.
+    let utc = Utc;
+    for (planned, expected) in [
+        ("2028-01-06T09:00:00Z", "2026-12-02T09:00:00Z"),
+        ("2026-12-02T09:00:00Z", "2026-12-02T09:00:00Z"),
+        ("2026-12-01T09:00:00Z", "2026-12-01T09:00:00Z"),
+    ] {
+        assert_eq!(
+            next_cut_bounded(at(planned), now, time(9, 0), &utc),
+            at(expected),
+            "planned {planned}"
+        );
+    }
+}
+
+/// Round three, item 8: one watcher pass with the clock far ahead (`faketime +400d`) cut a
+/// digest stamped 2028; after it, passes with the right clock never cut one again, and the
+/// items queued and the paused-job reminders were never delivered. A last cut in the future
+/// is counted as now, and said.
+#[test]
+fn a_pass_with_the_clock_far_ahead_does_not_stop_the_digests_after_it() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.config();
+    let mihari = |faked: Option<&str>, args: &[&str]| {
+        let mut command = match faked {
+            Some(offset) => {
+                let mut faketime = Command::new("faketime");
+                faketime.args(["-f", offset, BIN]);
+                faketime
+            }
+            None => Command::new(BIN),
+        };
+        let output = command
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .env("TZ", "UTC")
+            .output()
+            .expect("mihari runs (apt-get install -y faketime)");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, _, stderr) = mihari(
+        None,
+        &["pause", "collect", "--reason", "disk swap", "--yes"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    sandbox
+        .store()
+        .queue_digest_at(
+            Utc::now() - TimeDelta::days(2),
+            Some("collect"),
+            Other,
+            "queued before the jump",
+        )
+        .expect("queued");
+    let (_, _, stderr) = mihari(Some("+400d"), &["watch", "--once"]);
+    let digests = sandbox.store().digests(true).expect("digests");
+    assert_eq!(
+        digests.len(),
+        1,
+        "the pass with the clock ahead cut one: {stderr}"
+    );
+    let stamped = digests[0].cut;
+    assert!(stamped > Utc::now() + TimeDelta::days(300), "{stamped}");
+
+    sandbox
+        .store()
+        .queue_digest(Some("collect"), Other, "queued once the clock was right")
+        .expect("queued");
+    let (_, _, stderr) = mihari(None, &["watch", "--once"]);
+    let words = format!(
+        "the last digest is stamped {}, in the future: the clock jumped; cutting from now",
+        stamped.format("%Y-%m-%d")
+    );
+    assert!(stderr.contains(&words), "{stderr}");
+    let events = sandbox
+        .store()
+        .events(&EventFilter::default())
+        .expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(words.as_str())),
+        "said in the event log too"
+    );
+
+    // A day on, with the clock right: the digest is cut, with what queued and the reminder
+    // that the job stays paused.
+    let (_, _, stderr) = mihari(Some("+1d"), &["watch", "--once"]);
+    let digests = sandbox.store().digests(true).expect("digests");
+    assert_eq!(digests.len(), 2, "a digest is cut again: {stderr}");
+    let cut = digests
+        .iter()
+        .find(|d| d.cut < Utc::now() + TimeDelta::days(2))
+        .expect("the digest cut with the right clock");
+    let texts: Vec<&str> = cut.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(
+        texts.contains(&"queued once the clock was right"),
+        "{texts:?}"
+    );
+    assert!(
+        cut.items
+            .iter()
+            .any(|i| i.category == DigestCategory::Paused),
+        "the paused job is named: {texts:?}"
+    );
+    assert!(
+        sandbox
+            .store()
+            .pending_digest()
+            .expect("pending")
+            .is_empty()
+    );
+}

@@ -503,10 +503,10 @@ fn pids_mentioning(needle: &str) -> Vec<i32> {
     pids
 }
 
-/// The remote side of a host's stream: the `mihari --config C check --json --follow` that
+/// The remote side of a host's stream: the `mihari --config=C check --json --follow` that
 /// sshd started (its command line holds the config path, not the ssh's quoting of it).
 fn remote_followers(config: &Path) -> Vec<i32> {
-    let config = config.display().to_string();
+    let config = format!("--config={}", config.display());
     pids_mentioning(&config)
         .into_iter()
         .filter(|pid| {
@@ -1139,6 +1139,283 @@ fn the_fleet_screen_asks_which_of_two_stale_markers_and_releases_the_one_picked(
             .any(|e| e["actor"] == "operator"
                 && e["reason"].as_str().is_some_and(|r| r.contains(&from))),
         "the host's log names the operator and this machine: {events}"
+    );
+    tmux.keys(&["q"]);
+}
+
+/// A hostile or broken host's `mihari`: a script the fleet file's `mihari:` points at, run
+/// directly (a host with no `ssh` is this machine), whatever words it is given.
+fn fake_mihari(root: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = root.join(format!("fake-mihari-{name}"));
+    fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("script");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// A `check --json --follow` line of one running job, with `heartbeat_sec` as written.
+fn follow_line(heartbeat: &str) -> String {
+    format!(
+        "{{\"jobs\":[{{\"id\":\"work\",\"state\":\"RUNNING\",\"bucket\":null,\"reasons\":[]}}],\
+         \"rules\":[],\"heartbeat_sec\":{heartbeat}}}"
+    )
+}
+
+/// The fleet screen's own process (the mihari under the pane's shell), found by its fleet file.
+fn fleet_process(fleet: &Path) -> i32 {
+    let mut found = Vec::new();
+    wait_until("the fleet screen runs", Duration::from_secs(10), || {
+        found = pids_mentioning(&fleet.display().to_string())
+            .into_iter()
+            .filter(|pid| {
+                let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+                String::from_utf8_lossy(first).ends_with("mihari")
+            })
+            .collect();
+        !found.is_empty()
+    });
+    found[0]
+}
+
+/// The peak resident memory of `pid` so far, in MB (`VmHWM`), or `None` once it is gone.
+fn peak_rss_mb(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
+/// Round three, item 5: a host sending `"heartbeat_sec": 1e13` (or 1e300, or a negative, or
+/// no number) made the fleet screen panic (exit 101, `DateTime + TimeDelta overflowed`) and
+/// left every host's stream running; 1e9 meant a stalled host was never RED. Each value is
+/// bounded, said on the host's row with what was used, and the screen goes on.
+#[test]
+fn a_host_sending_an_unbounded_heartbeat_neither_ends_the_screen_nor_escapes_its_bounds() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let config = root.path().join("jobs.yaml");
+    let values = [
+        ("huge", "1e13"),
+        ("vast", "1e300"),
+        ("ages", "1e9"),
+        ("back", "-5"),
+        ("word", "\"NaN\""),
+    ];
+    let stanzas: Vec<String> = values
+        .iter()
+        .map(|(name, value)| {
+            let script = fake_mihari(
+                root.path(),
+                name,
+                &format!(
+                    "while :; do printf '%s\\n' '{}'; sleep 1; done",
+                    follow_line(value)
+                ),
+            );
+            host(name, &[], &config, &script.display().to_string(), 20)
+        })
+        .collect();
+    let fleet = fleet(root.path(), &stanzas);
+    let tmux = fleet_screen("fleet-bounds", &fleet);
+    let screen = tmux.wait_for(
+        &[
+            "HOSTS 5",
+            "huge: heartbeat_sec '10000000000000.0' is out of bounds (0.25 to 300 s): 300 s used",
+            "vast: heartbeat_sec '1e+300' is out of bounds (0.25 to 300 s): 300 s used",
+            "ages: heartbeat_sec '1000000000.0' is out of bounds (0.25 to 300 s): 300 s used",
+            "back: heartbeat_sec '-5' is out of bounds (0.25 to 300 s): 0.25 s used",
+            "word: heartbeat_sec '\"NaN\"' is not a number of seconds (0.25 to 300 s): 30 s used",
+        ],
+        Duration::from_secs(30),
+    );
+    for (name, _) in values {
+        assert!(screen.lines().any(|l| is_row(l, name, "work")), "{screen}");
+    }
+    // Still the screen, a few lines later.
+    std::thread::sleep(Duration::from_secs(3));
+    let screen = tmux.capture();
+    assert!(screen.contains("mihari fleet"), "{screen}");
+    assert!(!screen.contains("panicked"), "{screen}");
+    // Quit: no host's stream is left behind.
+    tmux.keys(&["q"]);
+    wait_until(
+        "every host's stream ends with the screen",
+        Duration::from_secs(10),
+        || {
+            pids_mentioning("fake-mihari-").iter().all(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| !c.contains(&root.path().display().to_string()))
+            })
+        },
+    );
+}
+
+/// Round three, item 6: a stream with no newline grew the fleet screen to 2 GB in 40 s, and a
+/// stderr flood beside healthy lines to 1.5 GB in 17 s. A line longer than the bound ends the
+/// stream (RED, "line longer than 32 MB: cut off"), only the head and tail of stderr are
+/// kept (said on the host's row), and the screen's peak memory stays small.
+#[test]
+fn an_endless_line_or_a_stderr_flood_from_a_host_is_cut_off_and_memory_stays_bounded() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let config = root.path().join("jobs.yaml");
+    let endless = fake_mihari(root.path(), "endless", "exec tr '\\000' x < /dev/zero");
+    let noisy = fake_mihari(
+        root.path(),
+        "noisy",
+        &format!(
+            "yes 'ssh: noise on stderr' >&2 &\nwhile :; do printf '%s\\n' '{}'; sleep 0.5; done",
+            follow_line("2")
+        ),
+    );
+    let fleet = fleet(
+        root.path(),
+        &[
+            host("endless", &[], &config, &endless.display().to_string(), 20),
+            host("noisy", &[], &config, &noisy.display().to_string(), 20),
+        ],
+    );
+    let tmux = fleet_screen("fleet-floods", &fleet);
+    let pid = fleet_process(&fleet);
+    let screen = tmux.wait_for(
+        &[
+            "endless: stream ended: line longer than 32 MB: cut off",
+            "noisy: stderr longer than 64 KB",
+            "only its first and last 32 KB kept",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        screen.lines().any(|l| is_row(l, "noisy", "work")),
+        "{screen}"
+    );
+    // The endless stream is started again (after its backoff) and cut off again; the
+    // flood goes on all the while.
+    std::thread::sleep(Duration::from_secs(8));
+    let peak = peak_rss_mb(pid).expect("the screen still runs");
+    eprintln!("fleet screen peak RSS with an endless line and a stderr flood: {peak} MB");
+    assert!(peak < 300, "peak RSS {peak} MB");
+    tmux.keys(&["q"]);
+    wait_until(
+        "the streams end with the screen",
+        Duration::from_secs(10),
+        || {
+            pids_mentioning(&root.path().display().to_string())
+                .iter()
+                .all(|p| {
+                    fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| !c.contains("fake-mihari-"))
+                })
+        },
+    );
+}
+
+/// Round three, item 6: `fleet check` read 824 MB of a host's answer in its 10 s. An answer
+/// longer than the bound is cut off and the host named for it; the peak memory stays small.
+#[test]
+fn fleet_check_cuts_off_an_answer_longer_than_the_bound() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let config = root.path().join("jobs.yaml");
+    let endless = fake_mihari(
+        root.path(),
+        "flood",
+        "yes 'stderr flood' >&2 &\nexec tr '\\000' x < /dev/zero",
+    );
+    let fleet = fleet(
+        root.path(),
+        &[host(
+            "flood",
+            &[],
+            &config,
+            &endless.display().to_string(),
+            10,
+        )],
+    );
+    let mut child = Command::cargo_bin("mihari")
+        .expect("binary")
+        .arg("fleet")
+        .arg("--fleet")
+        .arg(&fleet)
+        .args(["check", "--json"])
+        .env("XDG_RUNTIME_DIR", runtime_dir(&fleet))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fleet check");
+    let pid = child.id() as i32;
+    let mut peak = 0;
+    while child.try_wait().expect("wait").is_none() {
+        peak = peak.max(peak_rss_mb(pid).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    eprintln!("fleet check peak RSS with an endless answer: {peak} MB");
+    assert_eq!(output.status.code(), Some(2));
+    let merged: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        merged["hosts"][0]["error"], "flood: answer longer than 64 MB: cut off",
+        "{merged}"
+    );
+    assert!(peak < 300, "peak RSS {peak} MB");
+    wait_until("the host's run is gone", Duration::from_secs(10), || {
+        pids_mentioning("fake-mihari-flood").iter().all(|p| {
+            fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| !c.contains(&root.path().display().to_string()))
+        })
+    });
+}
+
+/// Round three, item 7: approving a key that starts with `-` (`--help`) from the fleet sent
+/// `approval approve --help --yes`: the host's mihari printed its help with exit 0, the screen
+/// said "done" and the approval stayed pending. The key now follows `--`, and "done" is said
+/// only when the host's mihari took the decision up.
+#[test]
+fn approving_a_key_that_looks_like_an_option_from_the_fleet_approves_that_key() {
+    let sshd = Sshd::start();
+    let root = tempfile::tempdir().expect("tempdir");
+    let config = host_dir(root.path(), "one", false);
+    let asked = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "approval",
+            "request",
+            "work",
+            "--step",
+            "publish",
+            "--key=--help",
+            "--summary",
+            "push v2",
+        ])
+        .output()
+        .expect("approval request");
+    assert_eq!(
+        asked.status.code(),
+        Some(10),
+        "pending: {}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let binary = mihari_binary().display().to_string();
+    let fleet = fleet(
+        root.path(),
+        &[host("one", &sshd.ssh(), &config, &binary, 20)],
+    );
+    let tmux = fleet_screen("fleet-dash-key", &fleet);
+    tmux.wait_for(&["APPROVALS 1"], Duration::from_secs(30));
+    tmux.keys(&["a"]);
+    tmux.wait_for(&["approve 'work'?"], Duration::from_secs(10));
+    tmux.keys(&["w", "o", "r", "k", "Tab", "Tab", "Tab", "Tab", "Enter"]);
+    let screen = tmux.wait_for(&["one: approve 'work'"], Duration::from_secs(60));
+    assert!(screen.contains("one: approve 'work': done"), "{screen}");
+    let listed = Command::new(mihari_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["approval", "list", "--json", "--all"])
+        .output()
+        .expect("approval list");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("\"--help\"") && listed.contains("approved") && !listed.contains("pending"),
+        "{listed}"
     );
     tmux.keys(&["q"]);
 }

@@ -666,6 +666,68 @@ fn heartbeat_stores_what_it_is_given() {
     );
 }
 
+/// Round three, item 9: heartbeats were never pruned (three million made every `check` read
+/// all of them) and `--note` had no bound (a 120 KB note was stored whole, every second). A
+/// job keeps its newest 1,440; each heartbeat prunes a bounded number of older ones; a note is
+/// cut at 1024 bytes and said on stderr; the newest is what `check` shows.
+#[test]
+fn heartbeats_are_pruned_to_the_newest_and_a_long_note_is_cut() {
+    let mut sandbox = Sandbox::new();
+    sandbox.simple_job("trainer", "[true]");
+    let (code, _, stderr) = sandbox.mihari(&["heartbeat", "trainer", "--done", "0"]);
+    assert_eq!(code, 0, "{stderr}");
+    // Twelve thousand older heartbeats, written by sqlite3 itself, as a store that grew
+    // before heartbeats were pruned holds them.
+    let db = sandbox.state_dir().join("mihari.sqlite");
+    let seeded = Command::new("sqlite3")
+        .arg(&db)
+        .arg(
+            "INSERT INTO heartbeats (job, at_ms, done) \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000) \
+             SELECT 'trainer', 1700000000000 + i * 1000, i FROM n;",
+        )
+        .output()
+        .expect("sqlite3 runs (apt-get install -y sqlite3)");
+    assert!(
+        seeded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&seeded.stderr)
+    );
+    assert_eq!(sandbox.store().heartbeats_kept("trainer").unwrap(), 12_001);
+    let note = "x".repeat(120 * 1024);
+    for done in [12_001, 12_002, 12_003] {
+        let (code, _, stderr) = sandbox.mihari(&[
+            "heartbeat",
+            "trainer",
+            "--done",
+            &done.to_string(),
+            "--note",
+            &note,
+        ]);
+        assert_eq!(code, 0, "the progress is recorded: {stderr}");
+        assert!(
+            stderr.contains("--note is longer than the 1024 bytes kept: it was cut there"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        sandbox.store().heartbeats_kept("trainer").unwrap(),
+        1440,
+        "the newest 1,440 are kept"
+    );
+    let beat = sandbox
+        .store()
+        .last_heartbeat("trainer")
+        .expect("reads")
+        .expect("one");
+    assert_eq!(beat.done, Some(12_003));
+    let kept = beat.note.expect("the note");
+    assert!(kept.len() <= 1024 && kept.ends_with('…'), "{}", kept.len());
+    let (_, json, _) = sandbox.mihari(&["check", "--json"]);
+    let report: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(report["jobs"][0]["done"], 12_003, "{report}");
+}
+
 fn approval_lines(sandbox: &Sandbox, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["approval", "list", "--json"];
     all.extend_from_slice(args);

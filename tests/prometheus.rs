@@ -587,3 +587,130 @@ fn node_exporter_serves_the_watchers_textfile_and_its_mtime_matches_the_stale_ru
         "MihariTextfileStale's file matcher matches node_exporter's label '{file}'"
     );
 }
+
+#[path = "common/users.rs"]
+mod users;
+
+/// Round three, item 11: a 0777 textfile folder was accepted silently (anyone there could
+/// replace the metrics node_exporter serves). It is refused, with the folder's mode and what
+/// to do, in `check`'s rules, on the watcher's stderr, and nothing is written there.
+#[test]
+fn a_textfile_folder_anyone_can_write_is_refused_in_checks_rules_and_by_the_watcher() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new(true);
+    let folder = sandbox.root().join("metrics");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).expect("chmod 0777");
+    let words = format!(
+        "the metrics textfile '{}' is not written: the folder '{}' can be written by group or \
+         others (mode '0777') without the sticky bit",
+        sandbox.textfile().display(),
+        folder.display()
+    );
+    let check = sandbox.mihari().arg("check").output().expect("check");
+    let shown = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(2), "{shown}");
+    assert!(shown.contains(&words), "{shown}");
+    assert!(
+        shown.contains(&format!("chmod g-w,o-w '{}'", folder.display())),
+        "{shown}"
+    );
+    let once = sandbox
+        .mihari()
+        .args(["watch", "--once"])
+        .output()
+        .expect("watch --once");
+    assert!(said(&once).contains(&words), "{}", said(&once));
+    assert!(!sandbox.textfile().exists(), "nothing is written there");
+    // Fixed, the next pass writes it.
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o755)).expect("chmod 0755");
+    sandbox
+        .mihari()
+        .args(["watch", "--once"])
+        .output()
+        .expect("watch --once");
+    assert!(sandbox.textfile().exists());
+}
+
+/// Round three, item 11: in a sticky folder (`/tmp`-like) another user's file at the
+/// textfile's name cannot be replaced, and node_exporter served it (`mihari_watcher_up 1`)
+/// while the watcher blamed permissions. The watcher (here as `mihari-other`, the file
+/// root's) names the file's owner in `check`'s rules and on stderr, and leaves it alone.
+#[test]
+fn a_file_another_user_left_in_a_sticky_textfile_folder_is_named_with_its_owner() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: running mihari as another user needs root");
+        return;
+    }
+    let Some((uid, gid)) = users::other_user() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    fs::set_permissions(root, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bin = root.join("mihari");
+    fs::copy(
+        Command::cargo_bin("mihari").expect("binary").get_program(),
+        &bin,
+    )
+    .expect("copy the binary");
+    let state = root.join("state");
+    fs::create_dir(&state).expect("state");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o700)).expect("chmod");
+    chown(&state, Some(uid), Some(gid)).expect("chown");
+    fs::write(root.join("work.log"), "step 1\n").expect("log");
+    let shared = root.join("textfiles");
+    fs::create_dir(&shared).expect("textfiles");
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).expect("chmod 1777");
+    let planted = shared.join("mihari.prom");
+    fs::write(&planted, "mihari_watcher_up 1\n").expect("planted");
+    fs::write(
+        root.join("jobs.yaml"),
+        format!(
+            "settings:\n  state_dir: {}\n  prometheus_textfile: {}\njobs:\n  - id: work\n    \
+             log: {}/work.log\n    should_run_when: [not_succeeded]\n",
+            state.display(),
+            planted.display(),
+            root.display()
+        ),
+    )
+    .expect("jobs");
+    let as_other = |args: &[&str]| {
+        Command::new(&bin)
+            .arg("--config")
+            .arg(root.join("jobs.yaml"))
+            .args(args)
+            .env("HOME", "/nonexistent")
+            .env_remove("MIHARI_CONFIG")
+            .env_remove("XDG_CACHE_HOME")
+            .current_dir("/")
+            .uid(uid)
+            .gid(gid)
+            .stdin(Stdio::null())
+            .output()
+            .expect("mihari as mihari-other")
+    };
+    let words = format!(
+        "the metrics textfile '{}' belongs to user 'root', not to the watcher's user \
+         'mihari-other': the sticky folder '{}' keeps it from being replaced, and node_exporter \
+         serves it instead of mihari's metrics",
+        planted.display(),
+        shared.display()
+    );
+    let check = as_other(&["check"]);
+    let shown = String::from_utf8_lossy(&check.stdout);
+    assert!(shown.contains(&words), "{shown}{}", said(&check));
+    let once = as_other(&["watch", "--once"]);
+    assert!(said(&once).contains(&words), "{}", said(&once));
+    assert!(
+        !said(&once).contains("permission denied"),
+        "{}",
+        said(&once)
+    );
+    assert_eq!(
+        fs::read_to_string(&planted).expect("read"),
+        "mihari_watcher_up 1\n",
+        "the planted file is left as it is"
+    );
+}

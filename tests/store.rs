@@ -35,7 +35,7 @@ fn the_store_is_created_0600_in_a_0700_folder_in_wal_mode() {
         .connection()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 

@@ -52,12 +52,34 @@ pub struct HeartbeatArgs {
     /// Items in all, when the job knows.
     #[arg(long)]
     pub total: Option<u64>,
-    /// The last position reached ("shard 120", "epoch 3 step 400").
+    /// The last position reached ("shard 120", "epoch 3 step 400"); at most 256 bytes, a
+    /// longer one is cut there.
     #[arg(long)]
     pub position: Option<String>,
-    /// A short note for the operator.
+    /// A short note for the operator; at most 1024 bytes, a longer one is cut there (and
+    /// said on stderr): put the detail in a file and name the file in the note.
     #[arg(long)]
     pub note: Option<String>,
+}
+
+/// The longest `--note` kept: a note is a line in the job's detail, stored with every
+/// heartbeat (a 120 KB note was stored whole, every second).
+pub const NOTE_MAX_BYTES: usize = 1024;
+
+/// The longest `--position` kept.
+pub const POSITION_MAX_BYTES: usize = 256;
+
+/// `text` cut to at most `max` bytes on a character boundary, with "…" when cut (the
+/// ellipsis within the bound), and whether it was cut.
+fn bounded(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_string(), false);
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (format!("{}…", &text[..end]), true)
 }
 
 #[derive(Debug, Subcommand)]
@@ -322,13 +344,23 @@ pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
         Ok(store) => store,
         Err(error) => return refuse(&error.to_string()),
     };
+    let kept = |flag: &str, text: Option<&str>, max: usize| {
+        let (text, cut) = bounded(&inert(text?), max);
+        if cut {
+            eprintln!(
+                "mihari: {flag} is longer than the {max} bytes kept: it was cut there; put \
+                 the detail in a file and name the file in it"
+            );
+        }
+        Some(text)
+    };
     let beat = Heartbeat {
+        position: kept("--position", args.position.as_deref(), POSITION_MAX_BYTES),
+        note: kept("--note", args.note.as_deref(), NOTE_MAX_BYTES),
         job: args.job,
         at: Utc::now(),
         done: args.done,
         total: args.total,
-        position: args.position.as_deref().map(inert),
-        note: args.note.as_deref().map(inert),
     };
     match store.heartbeat(&beat) {
         Ok(()) => ExitCode::SUCCESS,

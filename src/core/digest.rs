@@ -5,7 +5,9 @@
 //! restart the machine did, suppressions, completions, timeouts) waits here for the daily
 //! digest. This module owns the digest's types, [`report`] (grouping by job, counts per
 //! category, the callout when suppressions rise — it usually means retries are growing
-//! upstream), its text form, and [`next_cut_in`] (the next local `digest_at`, DST included).
+//! upstream), its text form, and [`next_cut_in`] (the next local `digest_at`, DST included),
+//! counted from [`cut_counted_from`] (a last cut stamped in the future, by a clock that jumped,
+//! is treated as now) and bounded by [`next_cut_bounded`].
 //! Like the rest of `core` it is pure: no clock, no files, no time zone database — the time
 //! zone is an argument. It must not store, print or deliver anything; `store::digest` keeps the
 //! queue and `cli::digest` and the dashboard show it.
@@ -438,6 +440,44 @@ pub fn next_cut_in<Tz: TimeZone>(
     }
     // Only at the end of chrono's calendar: a day later is as good an answer as any.
     after + TimeDelta::days(1)
+}
+
+/// What the next digest is counted from: the last cut; before the first cut, the oldest item
+/// waiting (a `watch --once` pass is a new process each time: counting from its own start, it
+/// would never reach a cut). A last cut stamped after `now` was cut by a clock that ran ahead
+/// (a VM restored from a snapshot, a bad NTP server, `faketime`): counting from it would wait
+/// for that date, and no digest would be cut until then. It is treated as now — the oldest
+/// item waiting since is counted from, as before a first cut — and said in words, the second
+/// value. Waiting items stamped after `now` are not counted from, for the same reason.
+pub fn cut_counted_from(
+    last_cut: Option<DateTime<Utc>>,
+    oldest_waiting: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> (DateTime<Utc>, Option<String>) {
+    let waiting = oldest_waiting.filter(|at| *at <= now).unwrap_or(now);
+    match last_cut {
+        Some(cut) if cut <= now => (cut, None),
+        Some(cut) => (
+            waiting,
+            Some(format!(
+                "the last digest is stamped {}, in the future: the clock jumped; cutting from now",
+                cut.format("%Y-%m-%d")
+            )),
+        ),
+        None => (waiting, None),
+    }
+}
+
+/// The next cut as it stands, never later than the next `digest_at` after `now` on the wall
+/// clock of `tz`: a next cut worked out while the clock was ahead (then set back) is brought
+/// back to the next `digest_at`, so a clock that jumped never stops the digest.
+pub fn next_cut_bounded<Tz: TimeZone>(
+    planned: DateTime<Utc>,
+    now: DateTime<Utc>,
+    digest_at: NaiveTime,
+    tz: &Tz,
+) -> DateTime<Utc> {
+    planned.min(next_cut_in(now, digest_at, tz))
 }
 
 /// The earliest instant whose wall time in `tz` is `local`, or, when the clocks skip it,

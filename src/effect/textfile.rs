@@ -7,6 +7,13 @@
 //! over the old one. The temp file is created exclusively (`O_EXCL`, never following a link),
 //! so nothing planted at its name is ever written through; the rename replaces the name
 //! itself, never what a link there points to.
+//!
+//! The folder is judged before every write ([`refusal`]), by the rule mihari's other files
+//! follow: a folder another user owns, or that group or others can write without the sticky
+//! bit, is refused — anyone there could replace the metrics node_exporter serves. In a shared
+//! sticky folder (`/tmp`-like) the file must be the watcher's own: another user's file at the
+//! name cannot be replaced there, and node_exporter would go on serving it. A refusal names
+//! the owner and what to do, on stderr, in `check`'s rules and in the watcher's escalations.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -103,13 +110,7 @@ impl Textfile {
     }
 
     fn write_at(&mut self, text: &str, now: Instant) -> Result<(), String> {
-        let result = self.replace(text).map_err(|error| {
-            format!(
-                "cannot write the metrics textfile '{}': {}",
-                self.path.display(),
-                words(&error)
-            )
-        });
+        let result = self.replace(text);
         self.written = Some(now);
         match (&result, &self.failing) {
             (Err(error), Some(told)) if told == error => {}
@@ -129,7 +130,20 @@ impl Textfile {
         result
     }
 
-    fn replace(&self, text: &str) -> io::Result<()> {
+    fn replace(&self, text: &str) -> Result<(), String> {
+        if let Some(refused) = refusal(&self.path) {
+            return Err(refused);
+        }
+        self.replace_file(text).map_err(|error| {
+            format!(
+                "cannot write the metrics textfile '{}': {}",
+                self.path.display(),
+                words(&error)
+            )
+        })
+    }
+
+    fn replace_file(&self, text: &str) -> io::Result<()> {
         match fs::remove_file(&self.temp) {
             Ok(()) => {}
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
@@ -150,6 +164,51 @@ impl Textfile {
         }
         written
     }
+}
+
+/// Why the metrics textfile at `path` must not be written, in words naming who else could
+/// change it and what to do; `None` when its folder is fit (or missing: the write says so).
+pub fn refusal(path: &Path) -> Option<String> {
+    use crate::probe::safe_open::{FolderWriter, folder_writer, user_name};
+    use std::os::unix::fs::MetadataExt;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let meta = fs::metadata(folder).ok()?;
+    let watcher = nix::unistd::geteuid().as_raw();
+    let elsewhere = "point settings.prometheus_textfile to a folder only the watcher's user or \
+                     root can write";
+    if let Some(writer) = folder_writer(meta.uid(), meta.mode(), watcher) {
+        let fix = match writer {
+            FolderWriter::Owner(_) => elsewhere.to_string(),
+            FolderWriter::GroupOrOthers { .. } => {
+                format!("chmod g-w,o-w '{}', or {elsewhere}", folder.display())
+            }
+        };
+        return Some(format!(
+            "the metrics textfile '{}' is not written: {}, so the metrics node_exporter \
+             serves could be anyone's; {fix}",
+            path.display(),
+            writer.describe(folder)
+        ));
+    }
+    // A sticky folder others may add to: the name must be the watcher's own file (root
+    // may replace anyone's).
+    let file = fs::symlink_metadata(path).ok()?;
+    let shared = meta.mode() & 0o022 != 0;
+    if shared && watcher != 0 && file.uid() != watcher {
+        return Some(format!(
+            "the metrics textfile '{}' belongs to user '{}', not to the watcher's user '{}': \
+             the sticky folder '{}' keeps it from being replaced, and node_exporter serves it \
+             instead of mihari's metrics; have its owner or root remove it, or {elsewhere}",
+            path.display(),
+            user_name(file.uid()),
+            user_name(watcher),
+            folder.display()
+        ));
+    }
+    None
 }
 
 /// An I/O error in the operator's words, with what to do for the usual ones.

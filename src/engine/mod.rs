@@ -283,6 +283,9 @@ pub struct Engine {
     store_retry: Option<DateTime<Utc>>,
     /// The live watcher's report that its writes to the store fail, as last read.
     store_writes_failing: Option<String>,
+    /// Why the metrics textfile cannot be trusted (its folder, or a file another user left at
+    /// its name), judged at every read of the store: a broken rule.
+    textfile_refusal: Option<String>,
     /// Whether a machine watcher watches this state_dir, as last read.
     watcher: WatcherStatus,
     /// Recent (time, done) samples of each job, oldest first: the rate and the ETA of the
@@ -367,6 +370,7 @@ impl Engine {
             store_fault: opened.fault,
             store_notice: opened.notice,
             store_writes_failing: None,
+            textfile_refusal: None,
             watcher: WatcherStatus::Never,
             samples: HashMap::new(),
         }
@@ -495,28 +499,33 @@ impl Engine {
     }
 
     /// Runs checks in parallel, blocking until they finish, and remembers their outcomes:
-    /// every check when `now` is `None`, otherwise only the due ones.
+    /// every check when `now` is `None`, otherwise only the due ones. At most
+    /// [`checks::in_flight_limit`] run at once (this thread among them), each worker taking
+    /// the next check when its last ends: every check runs, and none is started into a full
+    /// file table.
     pub fn run_checks(&mut self, now: Option<DateTime<Utc>>) {
         let due = self.due_checks(now);
+        let workers = checks::in_flight_limit().min(due.len());
+        let queue = std::sync::Mutex::new(due.into_iter());
+        let next = || queue.lock().ok().and_then(|mut queue| queue.next());
+        let work = || {
+            let mut done = Vec::new();
+            while let Some(check) = next() {
+                done.push(check.run());
+            }
+            done
+        };
         let results: Vec<CheckResultFor> = thread::scope(|scope| {
-            // A check whose thread cannot be started (the user's process limit reached) runs
-            // here instead: a refused thread must not end the dashboard or the watcher.
-            let running: Vec<Result<_, CheckResultFor>> = due
-                .into_iter()
-                .map(|check| {
-                    let here = check.clone();
-                    thread::Builder::new()
-                        .spawn_scoped(scope, move || check.run())
-                        .map_err(|_| here.run())
-                })
+            // A worker whose thread cannot be started (the user's process limit reached) is
+            // one fewer: this thread works too, so the checks run even with none started.
+            let helpers: Vec<_> = (1..workers)
+                .map_while(|_| thread::Builder::new().spawn_scoped(scope, work).ok())
                 .collect();
-            running
-                .into_iter()
-                .filter_map(|started| match started {
-                    Ok(handle) => handle.join().ok(),
-                    Err(ran) => Some(ran),
-                })
-                .collect()
+            let mut results = work();
+            for helper in helpers {
+                results.extend(helper.join().unwrap_or_default());
+            }
+            results
         });
         self.record_checks(results);
     }
@@ -546,8 +555,11 @@ impl Engine {
     }
 
     /// The due checks that are not already out, marked as out until their results are
-    /// recorded: for a caller that runs them in the background.
+    /// recorded: for a caller that runs them in the background. No more than
+    /// [`checks::in_flight_limit`] are out at once; the rest stay due, taken as results come
+    /// back.
     pub fn take_due_checks(&mut self, now: DateTime<Utc>) -> Vec<DueCheck> {
+        let room = checks::in_flight_limit().saturating_sub(self.checks_out.len());
         let due: Vec<DueCheck> = self
             .due_checks(Some(now))
             .into_iter()
@@ -556,6 +568,7 @@ impl Engine {
                     .checks_out
                     .contains(&(c.job.clone(), c.spec.name.clone()))
             })
+            .take(room)
             .collect();
         for check in &due {
             self.checks_out
@@ -711,7 +724,18 @@ impl Engine {
             }
             _ => None,
         };
+        self.textfile_refusal = self
+            .config
+            .settings
+            .prometheus_textfile
+            .as_deref()
+            .and_then(crate::effect::textfile::refusal);
         view
+    }
+
+    /// Why the metrics textfile is not written, when it is not.
+    pub fn textfile_refusal(&self) -> Option<&String> {
+        self.textfile_refusal.as_ref()
     }
 
     fn read_store_records(&mut self, now: DateTime<Utc>) -> record::StoreView {
@@ -1172,6 +1196,7 @@ impl Engine {
             .broken_rule(now)
             .into_iter()
             .chain(self.store_writes_failing.clone())
+            .chain(self.textfile_refusal.clone())
             .chain(self.config_refusal.as_ref().map(|(_, rule)| rule.clone()))
             .collect();
         let mut snapshot = Snapshot::judge_by_id(&self.config.jobs, evidence, &samples, rules, now);
@@ -1307,6 +1332,7 @@ impl Engine {
     /// or a check falling due. `None` when nothing changes until something happens.
     pub fn next_deadline(&self, snapshot: &Snapshot) -> Option<DateTime<Utc>> {
         let mut next: Option<DateTime<Utc>> = None;
+        let checks_full = self.checks_out.len() >= checks::in_flight_limit();
         // Only moments still ahead: one already past changed its verdict at this judgment,
         // and waking for it again would spin.
         let mut consider = |at: DateTime<Utc>| {
@@ -1383,8 +1409,9 @@ impl Engine {
             }
             for check in &job.checks {
                 let key = (job.id.clone(), check.name.clone());
-                // A check that is out reports back by itself; one never run is due now.
-                if self.checks_out.contains(&key) {
+                // A check that is out reports back by itself; one never run is due now. While
+                // as many are out as may be, the next result to come back is the next moment.
+                if checks_full || self.checks_out.contains(&key) {
                     continue;
                 }
                 match self.checks.get(&key) {

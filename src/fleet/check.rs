@@ -83,6 +83,13 @@ pub fn ask(host: &Host) -> HostReport {
         Err(NoAnswer::NotStarted(why)) => {
             return failed(format!("{} unreachable: {why}", host.name));
         }
+        Err(NoAnswer::CutOff) => {
+            return failed(format!(
+                "{}: answer longer than {}: cut off",
+                host.name,
+                remote::size_words(remote::MAX_ANSWER)
+            ));
+        }
     };
     let said = last_words(&answer.stderr);
     let code = answer.code.and_then(|code| u8::try_from(code).ok());
@@ -384,7 +391,7 @@ pub fn render_table(merged: &Value, out: &mut impl Write) -> io::Result<()> {
                 .flatten()
                 .map(move |a| {
                     format!(
-                        "{host}/{id} '{}': {} (mihari approval approve {} on {host})",
+                        "{host}/{id} '{}': {} (mihari approval approve -- {} on {host})",
                         text(a, "step"),
                         text(a, "summary"),
                         text(a, "key")
@@ -506,7 +513,7 @@ mod tests {
         assert!(table.contains("  c     unreachable\n"), "{table}");
         assert!(
             table.contains(
-                "APPROVALS (1)\n  ⚑ a/held 'publish': push v2 (mihari approval approve k1 on a)"
+                "APPROVALS (1)\n  ⚑ a/held 'publish': push v2 (mihari approval approve -- k1 on a)"
             ),
             "{table}"
         );

@@ -6,10 +6,20 @@
 //! mihari runs directly, with no shell. Each run is its own process group, killed whole when
 //! the host does not answer in time, so no ssh is left behind. The asks to one destination
 //! share one ssh connection when the argv leaves that to mihari ([`super::share`]).
+//!
+//! What a host sends is bounded, for a host may be broken or hostile: an answer longer than
+//! [`MAX_ANSWER`] is cut off (the run is killed and the host said to have sent too much), and
+//! of what it says on stderr only the first and last [`STDERR_KEPT`] bytes are kept, the rest
+//! read and dropped. Every word mihari sends after the subcommand's options follows `--`, so
+//! a job id or a key that starts with `-` reaches the host's mihari as a word, never as an
+//! option.
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Host;
@@ -29,6 +39,104 @@ pub enum NoAnswer {
     TimedOut(Duration),
     /// The ssh (or the local mihari) could not be started at all.
     NotStarted(String),
+    /// The answer grew past [`MAX_ANSWER`]: the whole run was killed.
+    CutOff,
+}
+
+/// The longest answer kept from one ask: a `check --json` of a farm of 10,000 jobs is about
+/// 9 MB, so a host sending more is broken, or hostile.
+pub const MAX_ANSWER: usize = 64 << 20;
+
+/// The longest line kept from a host's stream (one `check --json` object per line).
+pub const MAX_LINE: usize = 32 << 20;
+
+/// How much of the start and of the end of a host's stderr is kept: what mihari shows of it
+/// is its first line (mihari's refusal) and its last (ssh's complaint).
+pub const STDERR_KEPT: usize = 32 << 10;
+
+/// `bytes` in words: "64 MB", "32 KB".
+pub fn size_words(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MB", bytes >> 20)
+    } else {
+        format!("{} KB", bytes >> 10)
+    }
+}
+
+/// What a program said on stderr, bounded: its first and last [`STDERR_KEPT`] bytes, and how
+/// much it said in all.
+#[derive(Debug, Default)]
+pub struct Said {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Said {
+    /// Reads `stream` to its end, keeping only the head and the tail; `heard` counts the
+    /// bytes as they come, for a caller that tells of a flood before the end.
+    pub fn read(mut stream: impl Read, heard: Option<&std::sync::atomic::AtomicU64>) -> Said {
+        let mut said = Said::default();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let n = match stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            said.total += n as u64;
+            if let Some(heard) = heard {
+                heard.store(said.total, Ordering::Relaxed);
+            }
+            let mut bytes = &chunk[..n];
+            let room = STDERR_KEPT.saturating_sub(said.head.len());
+            let first = bytes.len().min(room);
+            said.head.extend_from_slice(&bytes[..first]);
+            bytes = &bytes[first..];
+            said.tail.extend(bytes);
+            let over = said.tail.len().saturating_sub(STDERR_KEPT);
+            said.tail.drain(..over);
+        }
+        said
+    }
+
+    /// The text kept: the head, then (when something was dropped between) the tail from its
+    /// first whole line.
+    pub fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if !self.tail.is_empty() {
+            let tail: Vec<u8> = self.tail.iter().copied().collect();
+            let dropped = self.total > (self.head.len() + tail.len()) as u64;
+            let tail = match (dropped, tail.iter().position(|b| *b == b'\n')) {
+                (true, Some(at)) => &tail[at + 1..],
+                _ => &tail[..],
+            };
+            if dropped {
+                text.push('\n');
+            }
+            text.push_str(&String::from_utf8_lossy(tail));
+        }
+        text
+    }
+
+    /// Words for a host that said more on stderr than is kept, or `None`.
+    pub fn flooded(&self) -> Option<String> {
+        flood_words(self.total)
+    }
+}
+
+/// "stderr longer than 64 KB (12 MB): only its first and last 32 KB kept", once `total`
+/// bytes are more than is kept.
+pub fn flood_words(total: u64) -> Option<String> {
+    (total > 2 * STDERR_KEPT as u64).then(|| {
+        format!(
+            "stderr longer than {} ({}): only its first and last {} kept",
+            size_words(2 * STDERR_KEPT),
+            size_words(usize::try_from(total).unwrap_or(usize::MAX)),
+            size_words(STDERR_KEPT)
+        )
+    })
 }
 
 /// The argv that runs `mihari [--config C] ARGS...` on `host`, over its argv as written.
@@ -40,8 +148,8 @@ pub fn argv(host: &Host, args: &[&str]) -> Vec<String> {
 pub fn argv_over(ssh: &[String], host: &Host, args: &[&str]) -> Vec<String> {
     let mut words: Vec<String> = vec![host.mihari.clone()];
     if let Some(config) = &host.config {
-        words.push("--config".to_string());
-        words.push(config.clone());
+        // One word: a path that starts with `-` stays the option's value.
+        words.push(format!("--config={config}"));
     }
     words.extend(args.iter().map(|arg| (*arg).to_string()));
     if ssh.is_empty() {
@@ -86,29 +194,32 @@ pub fn run(host: &Host, args: &[&str]) -> Result<Answer, NoAnswer> {
         ))
     })?;
     let pgid = child.id() as i32;
-    let reader = |stream: Option<Box<dyn Read + Send>>| {
+    let too_long = Arc::new(AtomicBool::new(false));
+    let stdout = child.stdout.take().map(|stream| {
+        let too_long = too_long.clone();
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(mut stream) = stream {
-                let _ = stream.read_to_end(&mut bytes);
+            // One byte more than kept tells an answer that is too long.
+            let read = stream
+                .take(MAX_ANSWER as u64 + 1)
+                .read_to_end(&mut bytes)
+                .is_ok();
+            if read && bytes.len() > MAX_ANSWER {
+                too_long.store(true, Ordering::SeqCst);
+                bytes = Vec::new();
             }
             String::from_utf8_lossy(&bytes).into_owned()
         })
-    };
-    let stdout = reader(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let stderr = reader(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
+    });
+    let stderr = child
+        .stderr
+        .take()
+        .map(|stream| std::thread::spawn(move || Said::read(stream, None).text()));
     let deadline = started + host.timeout;
     let status = loop {
+        if too_long.load(Ordering::SeqCst) {
+            break None;
+        }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => break None,
@@ -123,12 +234,19 @@ pub fn run(host: &Host, args: &[&str]) -> Result<Answer, NoAnswer> {
             nix::sys::signal::Signal::SIGKILL,
         );
         let _ = child.wait();
+        if too_long.load(Ordering::SeqCst) {
+            return Err(NoAnswer::CutOff);
+        }
         return Err(NoAnswer::TimedOut(host.timeout));
     };
+    let stdout = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+    if too_long.load(Ordering::SeqCst) {
+        return Err(NoAnswer::CutOff);
+    }
     Ok(Answer {
         code: status.code(),
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout,
+        stderr: stderr.and_then(|t| t.join().ok()).unwrap_or_default(),
     })
 }
 
@@ -155,8 +273,7 @@ mod tests {
                 "ssh",
                 "ops@gpu1",
                 "/usr/local/bin/mihari",
-                "--config",
-                "'/srv/my jobs/$HOME.yaml'",
+                "'--config=/srv/my jobs/$HOME.yaml'",
                 "check",
                 "--json"
             ]
@@ -171,11 +288,28 @@ mod tests {
             argv(&host(&[]), &["check"]),
             [
                 "/usr/local/bin/mihari",
-                "--config",
-                "/srv/my jobs/$HOME.yaml",
+                "--config=/srv/my jobs/$HOME.yaml",
                 "check"
             ]
         );
+    }
+
+    #[test]
+    fn only_the_head_and_the_tail_of_a_flood_on_stderr_are_kept() {
+        let mut flood = b"mihari: the first line\n".to_vec();
+        flood.extend(std::iter::repeat_n(b'x', 10 << 20));
+        flood.extend(b"\nssh: the last line\n");
+        let said = Said::read(&flood[..], None);
+        let text = said.text();
+        assert!(text.len() <= 2 * STDERR_KEPT, "{}", text.len());
+        assert!(text.starts_with("mihari: the first line\n"));
+        assert!(text.ends_with("\nssh: the last line\n"), "{text:.80}");
+        assert_eq!(
+            said.flooded().as_deref(),
+            Some("stderr longer than 64 KB (10 MB): only its first and last 32 KB kept")
+        );
+        let short = Said::read(&b"a\nb\n"[..], None);
+        assert_eq!((short.text().as_str(), short.flooded()), ("a\nb\n", None));
     }
 
     #[test]

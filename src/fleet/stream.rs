@@ -7,13 +7,18 @@
 //! This owns the processes and nothing else: it does not judge a silence (the screen does,
 //! against the interval each line carries) and draws nothing. A stream the screen finds silent
 //! is killed here, whole (its process group), and so ends and starts again like any other.
+//! What a stream sends is bounded: a line longer than [`MAX_LINE`] ends the stream ("line
+//! longer than 32 MB: cut off"), and of its stderr only the head and the tail are kept, a
+//! flood being said once as a note.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::remote::{MAX_LINE, Said, flood_words, size_words};
 use crate::config::Host;
 use crate::core::text::inert;
 
@@ -24,15 +29,38 @@ pub enum Heard {
     Line(String),
     /// The stream ended, or never started; why, in words ("ssh said: ...").
     Ended(String),
+    /// The stream goes on, but sent more than is kept ("stderr longer than ...").
+    Note(String),
 }
 
 /// The running stream of one host, to kill when it has gone silent.
 #[derive(Clone, Default)]
 pub struct Handle {
     group: Arc<Mutex<Option<i32>>>,
+    /// Set once the screen is done with the stream: it is not started again.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Every host's stream, stopped when this is dropped — when the screen quits, and when it
+/// ends by a panic too, so no ssh is left running after mihari.
+pub struct Streams(pub Vec<Handle>);
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.stop();
+        }
+    }
 }
 
 impl Handle {
+    /// Ends the stream for good: killed whole, and never started again.
+    pub fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.kill();
+    }
+
     /// Kills the stream's whole process group (ssh and whatever it started here); the stream
     /// then ends and is started again after its backoff.
     pub fn kill(&self) {
@@ -53,10 +81,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub fn follow(host: Host, deliver: impl Fn(Heard) -> bool + Send + 'static) -> Handle {
     let handle = Handle::default();
     let group = handle.group.clone();
+    let stopped = handle.stopped.clone();
     std::thread::spawn(move || {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let (heard_a_line, ended) = run_once(&host, &group, &deliver);
+            if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let (heard_a_line, ended) = run_once(&host, &group, &stopped, &deliver);
             let Some(ended) = ended else {
                 return;
             };
@@ -78,6 +110,7 @@ pub fn follow(host: Host, deliver: impl Fn(Heard) -> bool + Send + 'static) -> H
 fn run_once(
     host: &Host,
     group: &Mutex<Option<i32>>,
+    stopped: &std::sync::atomic::AtomicBool,
     deliver: &impl Fn(Heard) -> bool,
 ) -> (bool, Option<String>) {
     // Kept while the stream runs: when this stream makes its destination's shared
@@ -103,26 +136,56 @@ fn run_once(
             );
         }
     };
+    let pgid = child.id() as i32;
+    let kill = || {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    };
     if let Ok(mut g) = group.lock() {
-        *g = Some(child.id() as i32);
+        *g = Some(pgid);
     }
-    let stderr = child.stderr.take().map(|mut stderr| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        })
+    // Stopped while it was starting: it goes at once.
+    if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        kill();
+    }
+    let stderr_heard = Arc::new(AtomicU64::new(0));
+    let stderr = child.stderr.take().map(|stderr| {
+        let heard = stderr_heard.clone();
+        std::thread::spawn(move || Said::read(stderr, Some(&heard)))
     });
     let mut heard = false;
     let mut listening = true;
+    let mut cut_off = None;
+    let mut flood_told = false;
     if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.trim().is_empty() {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        while let Ok(true) = next_line(&mut reader, &mut line) {
+            if line.len() > MAX_LINE {
+                // A host that sends one endless line is not followed into it: the stream is
+                // ended, and started again after its backoff.
+                cut_off = Some(format!(
+                    "line longer than {}: cut off",
+                    size_words(MAX_LINE)
+                ));
+                kill();
+                break;
+            }
+            if !flood_told && let Some(words) = flood_words(stderr_heard.load(Ordering::Relaxed)) {
+                flood_told = true;
+                if !deliver(Heard::Note(words)) {
+                    listening = false;
+                    break;
+                }
+            }
+            let text = String::from_utf8_lossy(&line);
+            if text.trim().is_empty() {
                 continue;
             }
             heard = true;
-            if !deliver(Heard::Line(line)) {
+            if !deliver(Heard::Line(text.into_owned())) {
                 listening = false;
                 break;
             }
@@ -130,7 +193,6 @@ fn run_once(
     }
     // A stream that closed its output is over: it is given a moment to exit with its own
     // code, then whatever is left of it goes.
-    let pgid = child.id() as i32;
     let mut status = None;
     for _ in 0..100 {
         match child.try_wait() {
@@ -142,10 +204,7 @@ fn run_once(
             Err(_) => break,
         }
     }
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pgid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    kill();
     if status.is_none() {
         status = child.wait().ok();
     }
@@ -155,7 +214,8 @@ fn run_once(
     if !listening {
         return (heard, None);
     }
-    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let stderr = said.text();
     let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
@@ -167,6 +227,9 @@ fn run_once(
             .take(300)
             .collect::<String>()
     };
+    if let Some(cut_off) = cut_off {
+        return (heard, Some(format!("stream ended: {cut_off}")));
+    }
     let code = status.and_then(|s| s.code());
     // ssh's own complaint is its last line; mihari's refusal is its first (file:line:col and
     // why; the quoted source and a caret follow it).
@@ -185,4 +248,59 @@ fn run_once(
         },
     };
     (heard, Some(why))
+}
+
+/// Reads the next line (without its newline) into `line`, keeping at most one byte more than
+/// [`MAX_LINE`]: a longer line is left unread past that, for the caller to cut off. `false`
+/// at the end of the stream with nothing read.
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<bool> {
+    line.clear();
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if available.is_empty() {
+            return Ok(!line.is_empty());
+        }
+        let room = MAX_LINE + 1 - line.len();
+        match available.iter().position(|b| *b == b'\n') {
+            Some(at) if at <= room => {
+                line.extend_from_slice(&available[..at]);
+                reader.consume(at + 1);
+                return Ok(true);
+            }
+            _ => {
+                let take = available.len().min(room);
+                line.extend_from_slice(&available[..take]);
+                reader.consume(take);
+                if line.len() > MAX_LINE {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_read_whole_up_to_the_bound_and_a_longer_one_is_cut_there() {
+        let mut text = b"{\"jobs\": []}\nsecond".to_vec();
+        let mut reader = BufReader::new(&text[..]);
+        let mut line = Vec::new();
+        assert!(next_line(&mut reader, &mut line).unwrap());
+        assert_eq!(line, b"{\"jobs\": []}");
+        assert!(next_line(&mut reader, &mut line).unwrap());
+        assert_eq!(line, b"second");
+        assert!(!next_line(&mut reader, &mut line).unwrap());
+        text = vec![b'x'; MAX_LINE + 4096];
+        text.push(b'\n');
+        let mut reader = BufReader::new(&text[..]);
+        assert!(next_line(&mut reader, &mut line).unwrap());
+        assert_eq!(line.len(), MAX_LINE + 1, "one byte past the bound, no more");
+    }
 }

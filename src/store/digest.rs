@@ -26,6 +26,16 @@ pub fn next_cut(after: DateTime<Utc>, digest_at: NaiveTime) -> DateTime<Utc> {
     crate::core::digest::next_cut_in(after, digest_at, &Local)
 }
 
+/// `planned`, never later than the next `digest_at` after `now` on this machine's wall clock
+/// ([`crate::core::digest::next_cut_bounded`]).
+pub fn next_cut_bounded(
+    planned: DateTime<Utc>,
+    now: DateTime<Utc>,
+    digest_at: NaiveTime,
+) -> DateTime<Utc> {
+    crate::core::digest::next_cut_bounded(planned, now, digest_at, &Local)
+}
+
 impl Store {
     /// Queues an item for the next digest, timed now. Returns the item's id.
     pub fn queue_digest(

@@ -469,6 +469,15 @@ pub struct Approval {
     pub requested_by: Option<String>,
 }
 
+/// How many of a job's newest heartbeats the store keeps: the newest is what the screen, the
+/// verdict and the digest use; the rest is a bounded history (a day at one a minute).
+pub const HEARTBEATS_KEPT: i64 = 1440;
+
+/// The most older heartbeats one heartbeat removes: a store that grew before heartbeats were
+/// pruned (three million rows) is back to the newest within about sixty heartbeats, each
+/// taking a tenth of a second more meanwhile (the whole at once took 6 s).
+pub const PRUNED_AT_ONCE: i64 = 50_000;
+
 /// A job's heartbeat: progress it reported itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Heartbeat {
@@ -812,11 +821,20 @@ impl Store {
         Ok(found)
     }
 
-    /// The newest heartbeat of every job.
+    /// The newest heartbeat of every job: the jobs found by skipping from one to the next
+    /// in the index, and each one's newest by one step back from its end, so the cost follows
+    /// the jobs, not the heartbeats kept.
     pub fn newest_heartbeats(&self) -> Result<Vec<Heartbeat>> {
         let mut statement = self.conn.prepare(
-            "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE id IN \
-             (SELECT max(id) FROM heartbeats GROUP BY job)",
+            "WITH RECURSIVE jobs(job) AS ( \
+                 SELECT min(job) FROM heartbeats \
+                 UNION ALL \
+                 SELECT (SELECT min(job) FROM heartbeats WHERE job > jobs.job) FROM jobs \
+                 WHERE jobs.job IS NOT NULL) \
+             SELECT h.job, h.at_ms, h.done, h.total, h.position, h.note FROM jobs \
+             JOIN heartbeats h ON h.id = \
+                 (SELECT id FROM heartbeats WHERE job = jobs.job ORDER BY id DESC LIMIT 1) \
+             WHERE jobs.job IS NOT NULL",
         )?;
         let rows = statement.query_map([], heartbeat_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -1284,7 +1302,10 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Records a heartbeat: a progress source the job reports itself.
+    /// Records a heartbeat: a progress source the job reports itself. Only the job's newest
+    /// [`HEARTBEATS_KEPT`] are kept: each heartbeat removes up to [`PRUNED_AT_ONCE`] older
+    /// ones in the same transaction, so a store that grew before heartbeats were pruned
+    /// shrinks back a little at every heartbeat, never in one long write.
     pub fn heartbeat(&mut self, beat: &Heartbeat) -> Result<()> {
         self.write(|tx| {
             tx.execute(
@@ -1299,17 +1320,34 @@ impl Store {
                     beat.note
                 ],
             )?;
+            tx.execute(
+                "DELETE FROM heartbeats WHERE id IN ( \
+                     SELECT id FROM heartbeats WHERE job = ?1 AND id < ( \
+                         SELECT id FROM heartbeats WHERE job = ?1 \
+                         ORDER BY id DESC LIMIT 1 OFFSET ?2) \
+                     ORDER BY id LIMIT ?3)",
+                params![beat.job, HEARTBEATS_KEPT - 1, PRUNED_AT_ONCE],
+            )?;
             Ok(())
         })
     }
 
-    /// The last heartbeat of `job`.
+    /// How many heartbeats of `job` the store holds.
+    pub fn heartbeats_kept(&self, job: &str) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM heartbeats WHERE job = ?1",
+            params![job],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// The last heartbeat of `job`: the newest recorded, as the screen shows it.
     pub fn last_heartbeat(&self, job: &str) -> Result<Option<Heartbeat>> {
         Ok(self
             .conn
             .query_row(
                 "SELECT job, at_ms, done, total, position, note FROM heartbeats WHERE job = ?1 \
-                 ORDER BY at_ms DESC, id DESC LIMIT 1",
+                 ORDER BY id DESC LIMIT 1",
                 params![job],
                 heartbeat_from_row,
             )

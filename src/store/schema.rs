@@ -13,7 +13,7 @@ use std::path::Path;
 use super::{Result, StoreError};
 
 /// Every migration, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     // 1: the event log (append-only), claims, approvals, heartbeats, runs.
     "
     CREATE TABLE events (
@@ -138,6 +138,11 @@ const MIGRATIONS: [&str; 7] = [
     // question each one is. NULL for requests made before it was kept.
     "
     ALTER TABLE approvals ADD COLUMN requested_by TEXT;
+    ",
+    // 8: a job's newest heartbeats, found (and the older ones pruned) without reading them
+    // all: three million heartbeats made every `check` read all of them.
+    "
+    CREATE INDEX heartbeats_newest ON heartbeats (job, id);
     ",
 ];
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::remote::{self, NoAnswer};
-use super::stream::{self, Handle, Heard};
+use super::stream::{self, Handle, Heard, Streams};
 use crate::config::{Fleet, Host};
 use crate::core::text::inert;
 use crate::tui::terminal;
@@ -80,25 +80,26 @@ async fn event_loop(fleet: Fleet, screen: &mut terminal::Screen) -> Result<(), S
     model.zone = crate::probe::zone::Zone::machine();
     update(&mut model, FleetMsg::Resize(width, height));
     model.status = super::share::refusal(&fleet.hosts);
-    let handles: Vec<Handle> = fleet
-        .hosts
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let sender = sender.clone();
-            stream::follow(host.clone(), move |heard| {
-                sender.send(Input::Heard(i, heard)).is_ok()
+    // Stopped when this goes, by a quit or by a panic: no ssh outlives the screen.
+    let streams = Streams(
+        fleet
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let sender = sender.clone();
+                stream::follow(host.clone(), move |heard| {
+                    sender.send(Input::Heard(i, heard)).is_ok()
+                })
             })
-        })
-        .collect();
+            .collect(),
+    );
     let origin = origin();
     let result = serve(
-        &fleet, &origin, &handles, &mut model, &mut inbox, &sender, screen,
+        &fleet, &origin, &streams.0, &mut model, &mut inbox, &sender, screen,
     )
     .await;
-    for handle in &handles {
-        handle.kill();
-    }
+    drop(streams);
     // The shared ssh connections this screen started go with it; one someone else started
     // (a `fleet check` a moment ago) is left to its ControlPersist.
     super::share::close_ours();
@@ -166,6 +167,7 @@ async fn serve(
                     at: Utc::now(),
                 },
                 Input::Heard(host, Heard::Ended(why)) => FleetMsg::Ended { host, why },
+                Input::Heard(host, Heard::Note(note)) => FleetMsg::Note { host, note },
                 Input::Msg(msg) => msg,
             };
             commands.push(update(model, msg));
@@ -209,6 +211,11 @@ fn no_answer(host: &Host, why: NoAnswer) -> String {
             after.as_secs_f64()
         ),
         NoAnswer::NotStarted(why) => format!("{}: {why}", host.name),
+        NoAnswer::CutOff => format!(
+            "{}: answer longer than {}: cut off",
+            host.name,
+            remote::size_words(remote::MAX_ANSWER)
+        ),
     }
 }
 
@@ -226,7 +233,7 @@ fn first_line(text: &str) -> String {
 }
 
 fn load_tail(host: &Host, job: &str) -> FleetMsg {
-    let lines = match remote::run(host, &["show", job, "--json"]) {
+    let lines = match remote::run(host, &["show", "--json", "--", job]) {
         Err(why) => Err(no_answer(host, why)),
         Ok(answer) if answer.code != Some(0) => Err(format!(
             "{} could not show the log (exit {}): {}",
@@ -268,7 +275,13 @@ fn load_tail(host: &Host, job: &str) -> FleetMsg {
 fn load_events(host: &Host, job: &str) -> FleetMsg {
     let lines = match remote::run(
         host,
-        &["events", "--json", "--job", job, "--last", EVENTS_SHOWN],
+        &[
+            "events",
+            "--json",
+            &format!("--job={job}"),
+            "--last",
+            EVENTS_SHOWN,
+        ],
     ) {
         Err(why) => Err(no_answer(host, why)),
         Ok(answer) if answer.code != Some(0) => Err(format!(
@@ -319,7 +332,7 @@ fn load_events(host: &Host, job: &str) -> FleetMsg {
 const DECISION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 fn execute(host: &Host, decision: &RemoteDecision, origin: &str) -> FleetMsg {
-    let mut args: Vec<String> = vec!["--from-fleet".into(), origin.to_string()];
+    let mut args: Vec<String> = vec![format!("--from-fleet={origin}")];
     args.extend(decision.args());
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut patient = host.clone();
@@ -332,27 +345,84 @@ fn execute(host: &Host, decision: &RemoteDecision, origin: &str) -> FleetMsg {
     );
     FleetMsg::Outcome(match remote::run(&patient, &words) {
         Err(why) => format!("{what} not sent: {}", no_answer(host, why)),
-        Ok(answer) => {
-            let said = answer
-                .stdout
-                .lines()
-                .rev()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .map(inert)
-                .unwrap_or_default();
-            match answer.code {
-                Some(0) => format!("{what}: done — {said}"),
-                code => format!(
-                    "{what} refused or failed there (exit {}): {}",
-                    code.map_or("?".to_string(), |c| c.to_string()),
-                    if answer.stderr.trim().is_empty() {
-                        said
-                    } else {
-                        first_line(&answer.stderr)
-                    }
-                ),
-            }
-        }
+        Ok(answer) => outcome_words(&what, decision, &answer),
     })
+}
+
+/// What became of a decision by what the host's mihari answered: done only when it exited
+/// 0 *and* its answer is the decision's own (it names the decision first); an exit 0 that
+/// printed something else (a usage text) did nothing, and is said so.
+fn outcome_words(what: &str, decision: &RemoteDecision, answer: &remote::Answer) -> String {
+    let last = |text: &str| {
+        text.lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(inert)
+            .unwrap_or_default()
+    };
+    let said = last(&answer.stdout);
+    let taken_up = answer
+        .stdout
+        .lines()
+        .any(|line| line.trim_end() == decision.taken_up());
+    match answer.code {
+        Some(0) if taken_up => format!("{what}: done — {said}"),
+        Some(0) => format!(
+            "{what}: NOT done: the host's mihari exited 0 without taking the decision up; it              said: {}",
+            first_line(&answer.stdout)
+        ),
+        code => format!(
+            "{what} refused or failed there (exit {}): {}",
+            code.map_or("?".to_string(), |c| c.to_string()),
+            if answer.stderr.trim().is_empty() {
+                said
+            } else {
+                first_line(&answer.stderr)
+            }
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::RemoteAction;
+
+    fn approve(key: &str) -> RemoteDecision {
+        RemoteDecision {
+            host: "gpu1".into(),
+            job: "deploy".into(),
+            action: RemoteAction::Approve {
+                key: key.into(),
+                deny: false,
+            },
+            lines: Vec::new(),
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_exit_0_that_did_not_take_the_decision_up_is_not_done() {
+        let what = "gpu1: approve 'deploy'";
+        let help = remote::Answer {
+            code: Some(0),
+            stdout: "Decide on a pending approval\n\nUsage: mihari approval approve\n".into(),
+            stderr: String::new(),
+        };
+        let words = outcome_words(what, &approve("--help"), &help);
+        assert!(
+            words.starts_with("gpu1: approve 'deploy': NOT done"),
+            "{words}"
+        );
+        let done = remote::Answer {
+            code: Some(0),
+            stdout: "approve 'deploy':\n  step      drop\napproved\n".into(),
+            stderr: String::new(),
+        };
+        assert_eq!(
+            outcome_words(what, &approve("k1"), &done),
+            "gpu1: approve 'deploy': done — approved"
+        );
+    }
 }

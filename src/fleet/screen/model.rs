@@ -22,6 +22,15 @@ use crate::tui::theme::Theme;
 /// The interval a host's stream is assumed to keep until its first line says its own.
 pub const ASSUMED_HEARTBEAT: Duration = Duration::from_secs(30);
 
+/// The shortest interval a host's lines may set: shorter would make a host RED for the
+/// scheduling hiccup of a busy machine.
+pub const SHORTEST_HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// The longest interval a host's lines may set: a host's `check --json --follow` speaks at
+/// least every 30 s, and a host that says it will be quiet for years (`1e9`) must still go
+/// RED when it stalls.
+pub const LONGEST_HEARTBEAT: Duration = Duration::from_secs(300);
+
 /// One host as the screen knows it.
 #[derive(Debug, Clone)]
 pub struct HostView {
@@ -39,13 +48,69 @@ pub struct HostView {
     pub heard: bool,
     /// Its stream was killed for its silence: the end that follows says nothing new.
     pub silenced: bool,
+    /// What the host sent that was out of bounds or cut off, and what was used instead
+    /// ("heartbeat_sec '1e13' is out of bounds ...: 300 s used"), each once, the newest
+    /// [`MAX_NOTES`] kept; shown under HOSTS at the end of the list.
+    pub notes: Vec<String>,
 }
 
 impl HostView {
     /// The moment a silence makes this host RED: twice its interval after its last line.
     pub fn silent_after(&self) -> DateTime<Utc> {
-        self.heard_at + chrono::Duration::from_std(self.heartbeat * 2).unwrap_or_default()
+        let twice = chrono::Duration::from_std(self.heartbeat.saturating_mul(2))
+            .unwrap_or(chrono::Duration::MAX);
+        self.heard_at
+            .checked_add_signed(twice)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
+
+    /// Keeps `note` once (a host repeats itself on every line).
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+            // A host that says something new on every line must not grow the screen's memory.
+            if self.notes.len() > MAX_NOTES {
+                self.notes.remove(0);
+            }
+        }
+    }
+}
+
+/// How many notes a host keeps.
+const MAX_NOTES: usize = 8;
+
+/// The interval a host's line sets with `heartbeat_sec`, bounded to [`SHORTEST_HEARTBEAT`]
+/// ..= [`LONGEST_HEARTBEAT`]: `None` when the line says none, and words when what it said
+/// was out of bounds or not a number, with what is used instead (`current` for a value that
+/// is no number at all).
+pub fn bounded_heartbeat(line: &Value, current: Duration) -> Option<(Duration, Option<String>)> {
+    let said = line.get("heartbeat_sec")?;
+    let (lo, hi) = (SHORTEST_HEARTBEAT, LONGEST_HEARTBEAT);
+    let bounds = format!("{} to {} s", lo.as_secs_f64(), hi.as_secs_f64());
+    let quoted = inert(&said.to_string())
+        .chars()
+        .take(40)
+        .collect::<String>();
+    let Some(secs) = said.as_f64().filter(|s| s.is_finite()) else {
+        return Some((
+            current,
+            Some(format!(
+                "heartbeat_sec '{quoted}' is not a number of seconds ({bounds}): {} s used",
+                current.as_secs_f64()
+            )),
+        ));
+    };
+    if secs >= lo.as_secs_f64() && secs <= hi.as_secs_f64() {
+        return Some((Duration::from_secs_f64(secs), None));
+    }
+    let used = if secs < lo.as_secs_f64() { lo } else { hi };
+    Some((
+        used,
+        Some(format!(
+            "heartbeat_sec '{quoted}' is out of bounds ({bounds}): {} s used",
+            used.as_secs_f64()
+        )),
+    ))
 }
 
 /// One line of the merged list.
@@ -59,6 +124,8 @@ pub enum Row {
     Job { host: usize, job: Value },
     /// A rule of no one job, or a host that is RED, under RED.
     Rule(String),
+    /// What a host sent that was out of bounds or cut off, under HOSTS at the end.
+    Note(String),
 }
 
 impl Row {
@@ -108,36 +175,41 @@ pub struct RemoteDecision {
 }
 
 impl RemoteDecision {
-    /// The words after `mihari --config C` on the host.
+    /// The words after `mihari --config C` on the host: the subcommand and its options, then
+    /// `--` and the job (or the approval's key) as plain words, so a key that starts with `-`
+    /// (`--help`) is never read as an option there; a reason is one `--reason=...` word.
     pub fn args(&self) -> Vec<String> {
-        let job = self.job.clone();
-        let mut args: Vec<String> = match &self.action {
-            RemoteAction::Restart => vec!["restart".into(), job],
-            RemoteAction::Release => vec!["release".into(), job],
-            RemoteAction::ReleaseMarker { path: None } => vec!["release-marker".into(), job],
-            RemoteAction::ReleaseMarker { path: Some(path) } => {
-                vec!["release-marker".into(), job, path.clone()]
-            }
-            RemoteAction::Pause => {
-                vec!["pause".into(), job, "--reason".into(), self.reason.clone()]
-            }
-            RemoteAction::Resume => vec!["resume".into(), job],
-            RemoteAction::Acknowledge => {
-                vec!["ack".into(), job, "--reason".into(), self.reason.clone()]
-            }
+        let reason = || format!("--reason={}", self.reason);
+        let (mut args, words): (Vec<String>, Vec<String>) = match &self.action {
+            RemoteAction::Restart => (vec!["restart".into()], vec![self.job.clone()]),
+            RemoteAction::Release => (vec!["release".into()], vec![self.job.clone()]),
+            RemoteAction::ReleaseMarker { path } => (
+                vec!["release-marker".into()],
+                std::iter::once(self.job.clone())
+                    .chain(path.clone())
+                    .collect(),
+            ),
+            RemoteAction::Pause => (vec!["pause".into(), reason()], vec![self.job.clone()]),
+            RemoteAction::Resume => (vec!["resume".into()], vec![self.job.clone()]),
+            RemoteAction::Acknowledge => (vec!["ack".into(), reason()], vec![self.job.clone()]),
             RemoteAction::Approve { key, deny: false } => {
-                vec!["approval".into(), "approve".into(), key.clone()]
+                (vec!["approval".into(), "approve".into()], vec![key.clone()])
             }
-            RemoteAction::Approve { key, deny: true } => vec![
-                "approval".into(),
-                "deny".into(),
-                key.clone(),
-                "--reason".into(),
-                self.reason.clone(),
-            ],
+            RemoteAction::Approve { key, deny: true } => (
+                vec!["approval".into(), "deny".into(), reason()],
+                vec![key.clone()],
+            ),
         };
         args.push("--yes".into());
+        args.push("--".into());
+        args.extend(words);
         args
+    }
+
+    /// The line the host's mihari prints first when it takes this decision up
+    /// ("approve 'deploy':"): an answer without it (a usage text, say) did not do it.
+    pub fn taken_up(&self) -> String {
+        format!("{} '{}':", self.verb(), self.job)
     }
 }
 
@@ -253,6 +325,11 @@ pub enum FleetMsg {
         host: usize,
         why: String,
     },
+    /// A host's stream goes on but sent more than is kept.
+    Note {
+        host: usize,
+        note: String,
+    },
     /// A host's stream said nothing past twice its interval (the runtime kills it).
     Silent {
         host: usize,
@@ -304,6 +381,7 @@ impl FleetModel {
                     heartbeat: ASSUMED_HEARTBEAT,
                     heard: false,
                     silenced: false,
+                    notes: Vec::new(),
                 })
                 .collect(),
             selected: None,
@@ -412,6 +490,22 @@ impl FleetModel {
                 count: rest.len(),
             });
             rows.extend(rest);
+        }
+        let notes: Vec<Row> = self
+            .hosts
+            .iter()
+            .flat_map(|host| {
+                host.notes
+                    .iter()
+                    .map(|note| Row::Note(format!("{}: {note}", host.name)))
+            })
+            .collect();
+        if !notes.is_empty() {
+            rows.push(Row::Heading {
+                bucket: Some("HOSTS"),
+                count: notes.len(),
+            });
+            rows.extend(notes);
         }
         rows
     }
@@ -771,12 +865,11 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
             if !report.get("jobs").is_some_and(Value::is_array) {
                 return None;
             }
-            if let Some(every) = report
-                .get("heartbeat_sec")
-                .and_then(Value::as_f64)
-                .filter(|s| *s > 0.0 && s.is_finite())
-            {
-                view.heartbeat = Duration::from_secs_f64(every);
+            if let Some((every, note)) = bounded_heartbeat(&report, view.heartbeat) {
+                view.heartbeat = every;
+                if let Some(note) = note {
+                    view.note(note);
+                }
             }
             view.report = Some(report);
             view.red = None;
@@ -808,6 +901,11 @@ pub fn update(model: &mut FleetModel, msg: FleetMsg) -> Option<FleetCommand> {
                 view.heard = false;
                 model.dirty = true;
             }
+            None
+        }
+        FleetMsg::Note { host, note } => {
+            model.hosts.get_mut(host)?.note(note);
+            model.dirty = true;
             None
         }
         FleetMsg::Silent { host, at } => {
@@ -1020,6 +1118,30 @@ mod tests {
         );
     }
 
+    /// A host that says it speaks once in 31 years (`1e9`) is still RED when it stalls:
+    /// twice the longest interval after its last line, never later.
+    #[test]
+    fn a_host_stalled_after_saying_an_unbounded_interval_goes_silent_within_the_bound() {
+        let start = Utc::now();
+        let mut model = FleetModel::new(vec!["a".into()], Theme::plain(), start);
+        for said in [1e9, 1e13, 1e300] {
+            update(
+                &mut model,
+                FleetMsg::Line {
+                    host: 0,
+                    line: line(said, "RUNNING", None),
+                    at: start,
+                },
+            );
+            assert_eq!(model.hosts[0].heartbeat, LONGEST_HEARTBEAT);
+            assert_eq!(
+                model.next_silence(),
+                Some(start + chrono::Duration::seconds(600))
+            );
+        }
+        assert_eq!(model.hosts[0].notes.len(), 3, "{:?}", model.hosts[0].notes);
+    }
+
     /// Approving a colleague's step is another decision than approving one's own: the
     /// fleet's dialog says who asked, as the local one does.
     #[test]
@@ -1074,11 +1196,18 @@ mod tests {
         let denied = decision.clone().answered(true, "  not today ");
         assert_eq!(
             denied.args(),
-            ["approval", "deny", "k1", "--reason", "not today", "--yes"]
+            [
+                "approval",
+                "deny",
+                "--reason=not today",
+                "--yes",
+                "--",
+                "k1"
+            ]
         );
         assert_eq!(
             decision.answered(false, "").args(),
-            ["approval", "approve", "k1", "--yes"]
+            ["approval", "approve", "--yes", "--", "k1"]
         );
     }
 
@@ -1152,7 +1281,7 @@ mod tests {
         );
         assert_eq!(
             dialog.decision.args(),
-            ["approval", "approve", "k2", "--yes"]
+            ["approval", "approve", "--yes", "--", "k2"]
         );
     }
 
@@ -1181,7 +1310,7 @@ mod tests {
             .expect("the dialog for the one picked");
         assert_eq!(
             dialog.decision.args(),
-            ["release-marker", "train", "/m/second", "--yes"]
+            ["release-marker", "--yes", "--", "train", "/m/second"]
         );
         assert!(
             dialog.decision.lines.contains(&(
@@ -1199,9 +1328,10 @@ mod tests {
             model.dialog.as_ref().map(|d| d.decision.args()),
             Some(vec![
                 "release-marker".to_string(),
+                "--yes".into(),
+                "--".into(),
                 "train".into(),
                 "/m/only".into(),
-                "--yes".into()
             ])
         );
         // The one picked is gone from the host's last word meanwhile: nothing is proposed.

@@ -186,6 +186,7 @@ fn action_list(model: &FleetModel, frame: &mut Frame, area: Rect) {
                 format!(" ✖ {}", model.zone.rewrite_utc_stamps(&inert(rule))),
                 theme.alarm(),
             ),
+            Row::Note(note) => Line::styled(format!(" ⚠ {}", inert(note)), theme.warning()),
             Row::Job { host, job } => job_line(
                 model,
                 &model.hosts[*host].name,
@@ -227,7 +228,10 @@ fn job_line(
     let progress = match (
         job.get("done").and_then(Value::as_u64),
         job.get("expected_total").and_then(Value::as_u64),
-        job.get("percent").and_then(Value::as_f64),
+        // A host's number is shown within what it can mean: a percent beyond 0..=100 is not one.
+        job.get("percent")
+            .and_then(Value::as_f64)
+            .map(|p| p.clamp(0.0, 100.0)),
     ) {
         (Some(done), Some(total), _) if total > 0 => {
             format!(
