@@ -267,6 +267,9 @@ fn printed_run(percent: f64, words: &str) -> Evidence {
             remaining_sec: None,
             frame: format!("copying model.bin {percent}%"),
             from: None,
+            figure: Figure::Percent,
+            moved: None,
+            fell: None,
         }))),
         ..ran(last_run(120.0, Some((words, 60.0))))
     }
