@@ -47,6 +47,7 @@ fn job() -> JobSpec {
         checks: vec![],
         timeouts: Timeouts::default(),
         stall_never: false,
+        io_progress: true,
         markers: Vec::new(),
     }
 }
