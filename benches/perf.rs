@@ -33,7 +33,7 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,kernel`
 //!   (default all).
 //! - `MIHARI_BENCH_LOG_GIB` (1): the big log of `log_progress`.
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
@@ -74,6 +74,8 @@ use common::*;
 
 #[path = "parts/fleet.rs"]
 mod fleet_part;
+#[path = "parts/kernel.rs"]
+mod kernel_part;
 
 /// The owner of the three measured jobs, and the dashboard filter that shows exactly them.
 const MEASURED: &str = "measured";
@@ -226,6 +228,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("fleet") {
         fleet_part::measure_fleet(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("kernel") {
+        kernel_part::measure_kernel(&knobs, exe, &mut table)?;
     }
     if knobs.wants("idle") {
         measure_idle(&knobs, exe, &mut table)?;
