@@ -513,10 +513,14 @@ pub fn stanza(
         "    restart:",
         "      # Its argv as it runs now. Its environment is not copied (it may hold secrets):",
         "      # add what it needs under 'env:'. A restart runs it under 'mihari run', output",
-        "      # appended to the log above.",
     ] {
         lines.push(line.to_string());
     }
+    lines.push(if log.path.is_some() {
+        "      # appended to the log above.".to_string()
+    } else {
+        "      # appended to its log once it declares one.".to_string()
+    });
     if let Some(fed) = argv.iter().find(|arg| is_descriptor_path(arg)) {
         lines.push(format!(
             "      # DECIDE: it reads '{}', a file descriptor its parent opened: a restart",
