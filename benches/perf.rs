@@ -34,7 +34,7 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel`
 //!   (default all).
 //! - `MIHARI_BENCH_HEARTBEATS` (3153600): the heartbeats of `heartbeats` (a year at one every
 //!   10 s; 31536000 is a year at one a second).
@@ -77,6 +77,8 @@ use common::*;
 
 #[path = "parts/fleet.rs"]
 mod fleet_part;
+#[path = "parts/kernel.rs"]
+mod kernel_part;
 
 /// The owner of the three measured jobs, and the dashboard filter that shows exactly them.
 const MEASURED: &str = "measured";
@@ -232,6 +234,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("fleet") {
         fleet_part::measure_fleet(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("kernel") {
+        kernel_part::measure_kernel(&knobs, exe, &mut table)?;
     }
     if knobs.wants("idle") {
         measure_idle(&knobs, exe, &mut table)?;

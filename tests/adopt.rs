@@ -256,7 +256,8 @@ fn a_bash_loop_started_with_nohup_is_adopted_with_its_stdout_file_and_its_stderr
 }
 
 #[test]
-fn a_job_that_prints_to_dev_null_and_a_pipe_gets_a_log_to_come_and_says_why() {
+fn a_job_that_prints_to_dev_null_and_a_pipe_gets_no_log_and_is_told_the_kernel_reads_its_progress()
+{
     let dir = tempfile::tempdir().unwrap();
     let procs = Procs(vec![
         Command::new(PYTHON)
@@ -276,13 +277,17 @@ fn a_job_that_prints_to_dev_null_and_a_pipe_gets_a_log_to_come_and_says_why() {
     assert!(stanza.contains("/dev/null"), "{stanza}");
     assert!(stanza.contains("a pipe"), "{stanza}");
     assert!(stanza.contains("no file holds what it prints"), "{stanza}");
+    // No log it cannot find (it would only read 'missing'): the kernel's reading is its
+    // progress, and the stanza says so.
+    assert!(
+        prose(&stanza).contains("Its progress is the kernel's reading"),
+        "{stanza}"
+    );
     let config_path = jobs_file(dir.path(), &stanza);
     let config = mihari::config::load(&config_path)
         .unwrap_or_else(|e| panic!("the stanza does not load: {e}\n{stanza}"));
-    assert_eq!(
-        config.jobs[0].log.as_deref(),
-        Some(dir.path().join("python3.log").as_path())
-    );
+    assert_eq!(config.jobs[0].log, None, "{stanza}");
+    assert!(config.jobs[0].io_progress, "{stanza}");
     let row = check_row(&config_path, "python3");
     assert_eq!(row["pid"].as_u64(), Some(u64::from(pid)), "{row:#}");
 }

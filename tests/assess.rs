@@ -7,6 +7,10 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use mihari::config::{JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, Timeouts};
+use mihari::core::activity::{
+    ActivityReading, ActivityState, FileProgress, OpenFile, ProcessSample, Sample, Track, judge,
+    plan,
+};
 use mihari::core::assess::ProgressSource;
 use mihari::core::{
     Bucket, Carried, CheckOutcome, CheckResult, Evidence, Fall, Figure, FileStamp,
@@ -48,6 +52,7 @@ fn job() -> JobSpec {
         checks: vec![],
         timeouts: Timeouts::default(),
         stall_never: false,
+        io_progress: true,
         markers: Vec::new(),
     }
 }
@@ -1345,7 +1350,312 @@ fn rows() -> Vec<Row> {
             bucket: None,
             says: "(mihari resume collect_raw)",
         },
+        // The kernel's reading (SPEC §3 io).
+        Row {
+            name: "a file position that moved 10 s ago is progress while the log is 6 min old",
+            job: job(),
+            evidence: Evidence {
+                activity: activity(ActivityState::Progressing, Some(10.0), None),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "progress 10 s ago (io); reading 'big.img' at 43.0 %",
+        },
+        Row {
+            name: "a position that last moved past stall_sec ago is stalled",
+            job: job(),
+            evidence: Evidence {
+                activity: activity(ActivityState::Spinning, Some(350.0), None),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "no progress for 350 s (freshest: io; stall_sec 300); spinning: 100 % CPU",
+        },
+        Row {
+            name: "a holder blocked in D state names the wait",
+            job: job(),
+            evidence: Evidence {
+                activity: activity(ActivityState::Blocked, None, None),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "blocked: pid 4242 ('cat') in D state (uninterruptible) in a read on 'big.img' \
+                   for 240 s (wchan __folio_lock)",
+        },
+        Row {
+            name: "a tree whose files cannot be read is unknown, never stalled",
+            job: job(),
+            evidence: Evidence {
+                activity: activity(ActivityState::Unreadable, None, Some("permission denied")),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "cannot tell a stall from a read failure",
+        },
+        Row {
+            name: "with io_progress off, an unreadable tree is judged by its other sources",
+            job: JobSpec {
+                io_progress: false,
+                ..job()
+            },
+            evidence: Evidence {
+                activity: Some(Box::new(Reading::Found(ActivityReading {
+                    positions: false,
+                    ..activity_reading(ActivityState::Unreadable, None, Some("permission denied"))
+                }))),
+                ..alive(400.0, 400.0)
+            },
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "unreadable: cannot read the open files and I/O of pid 4242",
+        },
     ]
+}
+
+/// The kernel's reading of holder 4242's tree: `state` for 4 min, a file position that last
+/// moved `moved_ago` seconds ago, and the input 'big.img' read to 43 %.
+fn activity_reading(
+    state: ActivityState,
+    moved_ago: Option<f64>,
+    unreadable: Option<&str>,
+) -> ActivityReading {
+    ActivityReading {
+        at: now(),
+        over_sec: Some(1.0),
+        state,
+        since: ago(240.0),
+        since_seen: true,
+        moved_at: moved_ago.map(ago),
+        pid: 4242,
+        comm: "cat".into(),
+        cpu_percent: Some(100.0),
+        runnable_percent: Some(100.0),
+        read_bytes_per_sec: Some(0.0),
+        write_bytes_per_sec: Some(0.0),
+        wchan: Some("__folio_lock".into()),
+        asleep_in: Some("a read on 'big.img'".into()),
+        input: Some(FileProgress {
+            path: "/data/big.img".into(),
+            position: 43,
+            size: 100,
+            percent: Some(43.0),
+            bytes_per_sec: Some(1.0),
+            eta_sec: Some(57.0),
+            writing: false,
+        }),
+        output: None,
+        unreadable: unreadable.map(String::from),
+        processes: 1,
+        positions: true,
+    }
+}
+
+fn activity(
+    state: ActivityState,
+    moved_ago: Option<f64>,
+    unreadable: Option<&str>,
+) -> Option<Box<Reading<ActivityReading>>> {
+    Some(Box::new(Reading::Found(activity_reading(
+        state, moved_ago, unreadable,
+    ))))
+}
+
+/// One process of a sample: `cpu` ticks, `runnable` ms, `io` bytes, in `state`.
+fn proc_sample(
+    pid: u32,
+    ppid: u32,
+    state: char,
+    cpu: u64,
+    runnable_ms: u64,
+    io: u64,
+) -> ProcessSample {
+    ProcessSample {
+        pid,
+        start_ticks: u64::from(pid),
+        ppid,
+        comm: format!("p{pid}"),
+        state,
+        cpu_ticks: cpu,
+        runnable_ns: Some(runnable_ms * 1_000_000),
+        io: Some((io, 0)),
+        wchan: (state == 'S').then(|| "pipe_read".to_string()),
+        asleep_in: (state == 'S').then(|| "a read on a pipe".to_string()),
+        files: Vec::new(),
+        unreadable: None,
+    }
+}
+
+fn sample(at_ms: u64, processes: Vec<ProcessSample>) -> Sample {
+    Sample {
+        at: now() + Duration::milliseconds(at_ms as i64),
+        boot_ms: at_ms,
+        ticks_per_sec: 100,
+        processes,
+        positions: true,
+    }
+}
+
+fn with_file(mut process: ProcessSample, pos: u64, size: u64, read: bool) -> ProcessSample {
+    process.files.push(OpenFile {
+        fd: 3,
+        path: "/data/big.img".into(),
+        dev: 1,
+        ino: 2,
+        pos,
+        size,
+        read,
+        write: !read,
+    });
+    process
+}
+
+/// Each boundary of the judgment of two looks (`core::activity::judge`): what moved, and what a
+/// quiet tree is doing, over one second.
+#[test]
+fn every_boundary_of_the_kernels_reading() {
+    let quiet = |state| proc_sample(10, 1, state, 0, 0, 0);
+    let rows: Vec<(&str, Vec<ProcessSample>, Vec<ProcessSample>, ActivityState)> = vec![
+        (
+            "a read position that advanced is progress",
+            vec![with_file(quiet('R'), 100, 1000, true)],
+            vec![with_file(quiet('R'), 600, 1000, true)],
+            ActivityState::Progressing,
+        ),
+        (
+            "an output whose own position advanced is progress",
+            vec![with_file(quiet('R'), 100, 100, false)],
+            vec![with_file(quiet('R'), 300, 300, false)],
+            ActivityState::Progressing,
+        ),
+        (
+            "an output others append to (it grew, its position did not) is not",
+            vec![with_file(quiet('S'), 100, 100, false)],
+            vec![with_file(quiet('S'), 100, 900, false)],
+            ActivityState::Waiting,
+        ),
+        (
+            "a full CPU with no bytes through its calls is spinning",
+            vec![proc_sample(10, 1, 'R', 0, 0, 0)],
+            vec![proc_sample(10, 1, 'R', 100, 1000, 0)],
+            ActivityState::Spinning,
+        ),
+        (
+            "runnable all the time on a shared CPU is spinning too",
+            vec![proc_sample(10, 1, 'R', 0, 0, 0)],
+            vec![proc_sample(10, 1, 'R', 15, 990, 0)],
+            ActivityState::Spinning,
+        ),
+        (
+            "a full CPU moving bytes through pipes is busy, not spinning",
+            vec![proc_sample(10, 1, 'R', 0, 0, 0)],
+            vec![proc_sample(10, 1, 'R', 100, 1000, 1 << 20)],
+            ActivityState::Busy,
+        ),
+        (
+            "bytes through a socket with little CPU is busy",
+            vec![proc_sample(10, 1, 'S', 0, 0, 0)],
+            vec![proc_sample(10, 1, 'S', 1, 10, 64 << 10)],
+            ActivityState::Busy,
+        ),
+        (
+            "D state is blocked",
+            vec![quiet('D')],
+            vec![quiet('D')],
+            ActivityState::Blocked,
+        ),
+        (
+            "T state is stopped",
+            vec![quiet('T')],
+            vec![quiet('T')],
+            ActivityState::Stopped,
+        ),
+        (
+            "asleep with nothing moving is waiting, named by the leaf of the tree",
+            vec![proc_sample(9, 1, 'S', 0, 0, 0), quiet('S')],
+            vec![
+                proc_sample(9, 1, 'S', 0, 0, 0),
+                proc_sample(10, 9, 'S', 0, 0, 0),
+            ],
+            ActivityState::Waiting,
+        ),
+    ];
+    for (name, before, after, want) in rows {
+        let got = judge(Some(&sample(0, before)), &sample(1000, after), None)
+            .unwrap_or_else(|| panic!("{name}: no reading"));
+        assert_eq!(got.state, want, "{name}: {got:#?}");
+        if want == ActivityState::Waiting {
+            assert_eq!(got.pid, 10, "{name}: {got:#?}");
+        }
+        if want == ActivityState::Progressing {
+            assert_eq!(got.moved_at, Some(now() + Duration::seconds(1)), "{name}");
+        } else {
+            assert_eq!(got.moved_at, None, "{name}: {got:#?}");
+        }
+    }
+    // Unreadable: said so, and its positions are not taken as quiet.
+    let mut hidden = quiet('S');
+    hidden.unreadable = Some("cannot read '/proc/10/fd': Permission denied".into());
+    let got = judge(
+        Some(&sample(0, vec![hidden.clone()])),
+        &sample(1000, vec![hidden]),
+        None,
+    )
+    .expect("reading");
+    assert_eq!(got.state, ActivityState::Unreadable);
+    // How long: kept across looks while the state stays; a lower bound on a first look.
+    let first = judge(
+        Some(&sample(0, vec![quiet('D')])),
+        &sample(1000, vec![quiet('D')]),
+        None,
+    )
+    .expect("reading");
+    assert!(!first.since_seen);
+    let later = judge(
+        Some(&sample(1000, vec![quiet('D')])),
+        &sample(61_000, vec![quiet('D')]),
+        Some(&Track::of(&first)),
+    )
+    .expect("reading");
+    assert_eq!(later.since, now());
+    assert!(
+        later
+            .words(now() + Duration::seconds(61))
+            .contains("for at least 61 s"),
+        "{}",
+        later.words(now() + Duration::seconds(61))
+    );
+}
+
+/// When the kernel is asked at all: a live holder whose other progress has been quiet for half
+/// of stall_sec, looked at every quarter of it (1 s to 60 s); never with `stall_sec: never`.
+#[test]
+fn a_holder_is_looked_at_only_while_its_other_progress_is_quiet() {
+    let holder = Some((4242, 98_765));
+    assert_eq!(plan(&job(), holder, Some(149.0)), None);
+    let due = plan(&job(), holder, Some(150.0)).expect("quiet for half of stall_sec");
+    assert_eq!(due.every_sec, 60.0);
+    assert!(
+        plan(&job(), holder, None).is_some(),
+        "no other reading at all"
+    );
+    assert_eq!(plan(&job(), None, Some(400.0)), None, "no live holder");
+    let quick = JobSpec {
+        stall_sec: 2,
+        ..job()
+    };
+    assert_eq!(
+        plan(&quick, holder, Some(1.0)).map(|p| p.every_sec),
+        Some(1.0)
+    );
+    let never = JobSpec {
+        stall_never: true,
+        ..job()
+    };
+    assert_eq!(plan(&never, holder, Some(4000.0)), None);
 }
 
 #[test]

@@ -68,6 +68,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         checks: vec![],
         timeouts: Timeouts::default(),
         stall_never: false,
+        io_progress: true,
         markers: Vec::new(),
     }
 }

@@ -55,6 +55,7 @@ fn job(i: usize) -> JobSpec {
         checks: vec![],
         timeouts: Timeouts::default(),
         stall_never: false,
+        io_progress: true,
         markers: Vec::new(),
     }
 }

@@ -496,8 +496,15 @@ pub fn stanza(
         );
         lines.push("    should_run_when: [not_succeeded]".to_string());
     }
+    let without = if log.path.is_some() {
+        "writing its log"
+    } else {
+        "moving a file"
+    };
+    lines.push(format!(
+        "    # DECIDE: how long it may go without {without} before it is STALLED, in"
+    ));
     for line in [
-        "    # DECIDE: how long it may go without writing its log before it is STALLED, in",
         "    # seconds; 'never' for a server that is idle by nature.",
         "    stall_sec: 300",
         "    # DECIDE: may the watcher restart it by itself? Only when the cause of its stops is",
@@ -506,10 +513,14 @@ pub fn stanza(
         "    restart:",
         "      # Its argv as it runs now. Its environment is not copied (it may hold secrets):",
         "      # add what it needs under 'env:'. A restart runs it under 'mihari run', output",
-        "      # appended to the log above.",
     ] {
         lines.push(line.to_string());
     }
+    lines.push(if log.path.is_some() {
+        "      # appended to the log above.".to_string()
+    } else {
+        "      # appended to its log once it declares one.".to_string()
+    });
     if let Some(fed) = argv.iter().find(|arg| is_descriptor_path(arg)) {
         lines.push(format!(
             "      # DECIDE: it reads '{}', a file descriptor its parent opened: a restart",
@@ -591,8 +602,8 @@ fn output_words(output: &Output) -> String {
 /// The log adopt proposes, and what the comments above it say about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogChoice {
-    /// The path for `log:`.
-    pub path: String,
+    /// The path for `log:`; `None` for a process whose output no file holds.
+    pub path: Option<String>,
     /// The comment lines above it, indented and marked, ready to print.
     pub notes: Vec<String>,
     /// The preset that reads progress from the log's last frames, and the frame it read.
@@ -619,24 +630,31 @@ struct Written {
 /// write.
 pub fn choose_log(portrait: &Portrait, id: &str) -> LogChoice {
     let Some(written) = output_file(portrait) else {
+        // A silent process: no log is proposed that would only read 'missing'. The kernel's
+        // reading is its progress (the positions of the files it has open), and says what it
+        // does while quiet.
         let folder = path_text(&portrait.cwd.path)
             .filter(|cwd| cwd != "/" && !portrait.cwd.deleted)
             .unwrap_or_else(|| "/tmp".to_string());
-        let path = PathBuf::from(folder).join(format!("{id}.log"));
-        let mut notes = vec![format!(
-            "    # Its standard output goes to {}, and its standard error to {}:",
-            output_words(&portrait.stdout),
-            output_words(&portrait.stderr)
-        )];
-        for line in [
-            "    # no file holds what it prints, so mihari sees no progress from it now. This",
-            "    # log is 'missing' until a restart under 'mihari run' appends its output here;",
-            "    # DECIDE: where that log should be.",
-        ] {
-            notes.push(line.to_string());
-        }
+        let later = PathBuf::from(folder).join(format!("{id}.log"));
+        let mut notes = Vec::new();
+        comment(
+            &mut notes,
+            "    ",
+            &format!(
+                "Its standard output goes to {}, and its standard error to {}: no file holds \
+                 what it prints, so no log is proposed. Its progress is the kernel's reading: \
+                 the positions of the files it has open (\"reading 'big.img' at 43 %\"), and, \
+                 while none moves, what it is doing (spinning, blocked, waiting, stopped). \
+                 DECIDE: to keep its output from the next run on, add log: '{}' (a restart \
+                 under 'mihari run' appends its output there).",
+                output_words(&portrait.stdout),
+                output_words(&portrait.stderr),
+                inert(&later.display().to_string())
+            ),
+        );
         return LogChoice {
-            path: path.display().to_string(),
+            path: None,
             notes,
             progress: None,
         };
@@ -695,7 +713,7 @@ pub fn choose_log(portrait: &Portrait, id: &str) -> LogChoice {
     };
     let progress = printed_progress(Path::new(&path));
     LogChoice {
-        path,
+        path: Some(path),
         notes,
         progress,
     }
@@ -704,7 +722,9 @@ pub fn choose_log(portrait: &Portrait, id: &str) -> LogChoice {
 /// The `log:` key, its comments and its `log_progress`.
 fn log_lines(log: &LogChoice) -> Vec<String> {
     let mut lines = log.notes.clone();
-    lines.push(format!("    log: {}", yaml_quoted(&log.path)));
+    if let Some(path) = &log.path {
+        lines.push(format!("    log: {}", yaml_quoted(path)));
+    }
     if let Some((preset, frame)) = &log.progress {
         lines.push(format!(
             "    # DECIDE: its log prints progress that preset '{preset}' reads, as in"

@@ -116,6 +116,9 @@ pub struct JobSpec {
     pub stall_never: bool,
     /// `markers:` — files or folders that gate the job's work (SPEC §5), in file order.
     pub markers: Vec<MarkerSpec>,
+    /// `io_progress` (default true): positions in the regular files the live holder's tree has
+    /// open count as progress (source `io`). Off, the kernel still diagnoses a quiet holder.
+    pub io_progress: bool,
 }
 
 impl JobSpec {

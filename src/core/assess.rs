@@ -108,6 +108,9 @@ pub enum ProgressSource {
     Manifest,
     /// The job's own `mihari heartbeat`.
     Heartbeat,
+    /// A position that moved in a regular file the live holder's tree has open (the kernel's
+    /// reading, `io_progress`).
+    Io,
     /// No source has a reading yet: the age counts from when the holder started.
     HolderStart,
 }
@@ -120,6 +123,7 @@ impl ProgressSource {
             ProgressSource::ProgressTable => "progress_table",
             ProgressSource::Manifest => "manifest",
             ProgressSource::Heartbeat => "heartbeat",
+            ProgressSource::Io => "io",
             ProgressSource::HolderStart => "holder_start",
         }
     }
@@ -171,6 +175,9 @@ pub struct Assessment {
     /// about how its last run ended (exited 0 short of its total, failed after reaching it, a
     /// failed phase) asks a human to look first. `None` when nothing holds the machine back.
     pub restart_by_hand: Option<String>,
+    /// The kernel's reading of the live holder's tree, when it was looked at: what moves, or
+    /// what a quiet holder is doing (`check --json`'s `activity`).
+    pub activity: Option<Box<super::activity::ActivityReading>>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -247,6 +254,20 @@ pub fn assess_sampled(
     } else {
         judge_not_holding(job, evidence, &done, &count, &mut reasons)
     };
+    // What the kernel says of a live holder (what moves, or what it does while quiet) belongs
+    // to the reason that says it is alive: the row, the digest and the detail all show it.
+    let activity = evidence
+        .activity
+        .as_deref()
+        .and_then(|reading| reading.found())
+        .filter(|_| held.is_some());
+    if let Some(reading) = activity
+        && matches!(judged, State::Running | State::Stalled)
+        && let Some(first) = reasons.first_mut()
+    {
+        first.push_str("; ");
+        first.push_str(&reading.words(now));
+    }
     // A pause is the operator's on purpose: it comes first, and what the job would be
     // otherwise stays in the reasons, below it.
     let paused = evidence.history.paused.clone();
@@ -372,6 +393,14 @@ pub fn assess_sampled(
     let total = expected_total(job, evidence);
     let percent = percent_of(done.known(), total, evidence);
     let (rate_per_sec, eta_sec) = pace(judged, done.known(), total, evidence, samples, now);
+    // With nothing else giving a total, the input the holder has read furthest does: its
+    // percent, and the time left at the pace its position moves (a rate in bytes is not one
+    // in items: `rate_per_sec` stays what the job counts).
+    let input = activity
+        .filter(|_| percent.is_none() && matches!(judged, State::Running | State::Stalled))
+        .and_then(|reading| reading.input.as_ref());
+    let percent = percent.or_else(|| input.and_then(|file| file.percent));
+    let eta_sec = eta_sec.or_else(|| input.and_then(|file| file.eta_sec));
     let phase = evidence
         .manifest
         .as_ref()
@@ -401,7 +430,44 @@ pub fn assess_sampled(
         paused,
         stale_markers,
         restart_by_hand,
+        activity: activity.cloned().map(Box::new),
     }
+}
+
+/// The live holder of `job` (its PID and start ticks) and how old its freshest progress is
+/// over every source but the kernel's own reading (or, with none, since the holder started):
+/// what decides whether the kernel is asked about it ([`super::activity::plan`]). `None` when
+/// no holder is alive.
+pub fn live_holder(
+    job: &JobSpec,
+    evidence: &Evidence,
+    now: DateTime<Utc>,
+) -> Option<((u32, u64), Option<f64>)> {
+    let held = holder_of(evidence)?;
+    let holder = &held.holder;
+    if holder.liveness != Liveness::Alive {
+        return None;
+    }
+    let identity = (holder.pid?, holder.start_ticks?);
+    // Its own last reading left out: the other sources alone decide whether it is quiet.
+    let others;
+    let evidence = match evidence.activity {
+        Some(_) => {
+            others = Evidence {
+                activity: None,
+                ..evidence.clone()
+            };
+            &others
+        }
+        None => evidence,
+    };
+    let progress = Progress::of(job, evidence, now, holder.started_at);
+    let age = progress
+        .newest
+        .map(|(at, _)| at)
+        .or(holder.started_at)
+        .map(|at| seconds_between(at, now));
+    Some((identity, age))
 }
 
 /// Who holds a job, from every source that can say (SPEC §4 `holds`): the lock file (with a
@@ -1142,6 +1208,31 @@ impl Progress {
                 ProgressSource::Heartbeat,
                 "the last heartbeat was sent".to_string(),
             );
+        }
+        // The kernel's reading: a position that moved in a file the holder has open.
+        if let Some(reading) = evidence.activity.as_deref() {
+            match reading {
+                Reading::Found(activity) => {
+                    consider(
+                        activity.moved_at,
+                        ProgressSource::Io,
+                        "a file position last moved".to_string(),
+                    );
+                    if let Some(why) = &activity.unreadable
+                        && activity.positions
+                    {
+                        faults.push((
+                            "io",
+                            format!(
+                                "{why}; whether a file it has open moves cannot be told: run \
+                                 mihari as root or as its user, or set io_progress: false"
+                            ),
+                        ));
+                    }
+                }
+                Reading::Fault(error) => faults.push(("io", error.clone())),
+                Reading::Empty => {}
+            }
         }
         let sources = [
             ("log", evidence.log.as_ref().and_then(|r| r.fault())),

@@ -363,6 +363,11 @@ pub struct Evidence {
     pub kept_lock: Option<Box<Reading<LockHolder>>>,
     /// `None` until the job has sent a heartbeat (heartbeats are not declared in the file).
     pub heartbeat: Option<Box<Reading<HeartbeatReading>>>,
+    /// The kernel's reading of the live holder's tree (source `io`): file positions that
+    /// moved, or what a quiet holder is doing. `None` while the holder is not looked at (no
+    /// live holder, its other progress is fresh, `stall_sec: never`); a fault when `/proc`
+    /// could not tell.
+    pub activity: Option<Box<Reading<super::activity::ActivityReading>>>,
     pub checks: Vec<CheckOutcome>,
     /// Approval requests of this job still waiting for a human.
     pub pending_approvals: Vec<PendingApproval>,

@@ -4,6 +4,7 @@
 //! a process or the environment; the time of judgment is always passed in as `now`. That is
 //! what makes every verdict reproducible in a table-driven test.
 
+pub mod activity;
 pub mod assess;
 pub mod auto;
 pub mod decision;

@@ -223,7 +223,15 @@ impl Brain {
             State::Stalled => pass.digest.push((
                 Some(row.id.clone()),
                 category::STALL_SEEN,
-                format!("{from} -> STALLED: {first_reason}"),
+                // What the kernel says comes first: a digest line is cut at 200 characters.
+                match (row.activity.as_deref(), row.progress_age_sec) {
+                    (Some(activity), Some(age)) => format!(
+                        "{from} -> STALLED: stalled {}, {}; {first_reason}",
+                        super::assess::fmt_secs(age),
+                        activity.headline()
+                    ),
+                    _ => format!("{from} -> STALLED: {first_reason}"),
+                },
             )),
             State::Complete if before.is_some() => {
                 pass.digest

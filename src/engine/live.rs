@@ -174,7 +174,7 @@ impl Live {
     /// Starts the event sources for `config`; their reports go to `sink`.
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
         let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
-        let engine = Engine::new(config).saying_count_faults();
+        let engine = Engine::new(config).saying_count_faults().keeping_looks();
         let triggers = Triggers::new(sink)?;
         let store_paths = engine.store_paths().into_iter().collect();
         let process_jobs = engine.process_jobs();
@@ -330,6 +330,10 @@ impl Live {
             return None;
         }
         self.engine_deadline = None;
+        if deadline_reached {
+            // The looks at quiet holders that fell due: read before the verdicts they change.
+            self.engine.look_at_holders(now);
+        }
         if !arrivals.checks.is_empty() {
             self.engine
                 .record_checks(std::mem::take(&mut arrivals.checks));

@@ -303,7 +303,29 @@ pub struct Engine {
     /// or a watcher ([`Engine::saying_count_faults`]), never by a one-off command.
     counts_fault: Option<String>,
     say_counts_fault: bool,
+    /// What was kept of each looked-at holder between looks, by job id.
+    looked: HashMap<String, Looked>,
+    /// A long-running engine (the dashboard's, the watcher's) keeps its looks at holders and
+    /// looks again on its timer; a one-off one (`check`) has no earlier look and takes two
+    /// reads [`FIRST_LOOK_GAP_MS`] apart.
+    keeps_looks: bool,
 }
+
+/// What a long-running engine keeps of its last look at a job's holder.
+#[derive(Debug, Clone)]
+struct Looked {
+    holder: (u32, u64),
+    positions: bool,
+    last: crate::core::activity::Sample,
+    reading: crate::core::activity::ActivityReading,
+    next_at: DateTime<Utc>,
+}
+
+/// The time between the two reads of a first look that must judge at once (a one-off `check`,
+/// or a holder already quiet for longer than `stall_sec` when a long-running engine first
+/// sees it): long enough for a busy reader's position to move and for CPU time to count 50
+/// ticks, short enough that `check` stays quick. Taken once for all holders of a pass.
+pub const FIRST_LOOK_GAP_MS: u64 = 500;
 
 /// The least time between two writes of the line counts while they keep changing: a
 /// process that ends between two loses at most this much counting to the next one.
@@ -373,6 +395,114 @@ impl Engine {
             textfile_refusal: None,
             watcher: WatcherStatus::Never,
             samples: HashMap::new(),
+            looked: HashMap::new(),
+            keeps_looks: false,
+        }
+    }
+
+    /// A dashboard's or a watcher's engine: keeps its looks at quiet holders between passes
+    /// and looks again on its timer ([`Engine::next_deadline`]), never waiting inside a pass
+    /// but for a holder already stalled-looking at its first look.
+    pub fn keeping_looks(mut self) -> Self {
+        self.keeps_looks = true;
+        self
+    }
+
+    /// Looks at the live holders that are due a look (SPEC §3 `io`): those whose other
+    /// progress is quiet, at a pace tied to their `stall_sec`. A holder no longer quiet, gone
+    /// or changed is forgotten. A first look that must judge at once takes two reads
+    /// [`FIRST_LOOK_GAP_MS`] apart, one wait for all of them.
+    pub fn look_at_holders(&mut self, now: DateTime<Utc>) {
+        use crate::core::activity::{self as activity, Track};
+        let mut due: Vec<(usize, activity::Plan, bool)> = Vec::new();
+        for (at, job) in self.config.jobs.iter().enumerate() {
+            let Some(seen) = self.evidence.get(at) else {
+                break;
+            };
+            let holder = if job.lock.is_some() || job.process.is_some() {
+                crate::core::assess::live_holder(job, seen, now)
+            } else {
+                None
+            };
+            let plan = holder.and_then(|(holder, age)| {
+                activity::plan(job, Some(holder), age).map(|plan| (plan, age))
+            });
+            let Some((plan, age)) = plan else {
+                self.looked.remove(&job.id);
+                if seen.activity.is_some() {
+                    Arc::make_mut(&mut self.evidence[at]).activity = None;
+                }
+                continue;
+            };
+            let kept = self.looked.get(&job.id).filter(|k| {
+                k.holder == (plan.pid, plan.start_ticks) && k.positions == plan.positions
+            });
+            match kept {
+                Some(kept) if kept.next_at > now + Duration::milliseconds(5) => {
+                    if seen.activity.is_none() {
+                        let reading = Reading::Found(kept.reading.clone());
+                        Arc::make_mut(&mut self.evidence[at]).activity = Some(Box::new(reading));
+                    }
+                }
+                Some(_) => due.push((at, plan, false)),
+                None => {
+                    // A long-running engine waits for its next look, unless the verdict
+                    // could turn STALLED before it.
+                    let limit = job.stall_limit().unwrap_or(u64::MAX) as f64;
+                    let pair =
+                        !self.keeps_looks || age.is_none_or(|age| age + plan.every_sec >= limit);
+                    self.looked.remove(&job.id);
+                    due.push((at, plan, pair));
+                }
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let look = |plan: &activity::Plan| {
+            crate::probe::activity::look(plan.pid, plan.start_ticks, plan.positions)
+        };
+        let mut first: HashMap<usize, crate::core::activity::Sample> = HashMap::new();
+        if due.iter().any(|(_, _, pair)| *pair) {
+            for (at, plan, pair) in &due {
+                if *pair && let Ok(sample) = look(plan) {
+                    first.insert(*at, sample);
+                }
+            }
+            thread::sleep(std::time::Duration::from_millis(FIRST_LOOK_GAP_MS));
+        }
+        for (at, plan, _) in due {
+            let job_id = self.config.jobs[at].id.clone();
+            let kept = self.looked.remove(&job_id);
+            let after = match look(&plan) {
+                Ok(sample) => sample,
+                Err(error) => {
+                    // Gone, or not the same process: the next gather says what became of it.
+                    let gone = error.contains("is gone") || error.contains("another process");
+                    let reading = (!gone).then(|| Box::new(Reading::Fault(inert_words(&error))));
+                    Arc::make_mut(&mut self.evidence[at]).activity = reading;
+                    continue;
+                }
+            };
+            let before = kept.as_ref().map(|k| &k.last).or(first.get(&at));
+            let track = kept.as_ref().map(|k| Track::of(&k.reading));
+            let Some(reading) = activity::judge(before, &after, track.as_ref()) else {
+                continue;
+            };
+            Arc::make_mut(&mut self.evidence[at]).activity =
+                Some(Box::new(Reading::Found(reading.clone())));
+            if self.keeps_looks {
+                self.looked.insert(
+                    job_id,
+                    Looked {
+                        holder: (plan.pid, plan.start_ticks),
+                        positions: plan.positions,
+                        next_at: activity::next_look(after.at, plan.every_sec),
+                        last: after,
+                        reading,
+                    },
+                );
+            }
         }
     }
 
@@ -453,8 +583,10 @@ impl Engine {
             .collect();
         if config.settings.state_dir != self.config.settings.state_dir {
             let say = self.say_counts_fault;
+            let keeps = self.keeps_looks;
             *self = Engine::new(config);
             self.say_counts_fault = say;
+            self.keeps_looks = keeps;
             change.everything = true;
             return change;
         }
@@ -650,6 +782,7 @@ impl Engine {
                 view.record(job, now).apply(seen, self.store_fault.as_ref());
             }
         });
+        self.look_at_holders(now);
         self.keep_counts(now);
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
@@ -1366,6 +1499,21 @@ impl Engine {
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
             }
+            // A live holder is looked at again when its look is due; one not looked at yet,
+            // once its other progress has been quiet for half of stall_sec.
+            if let Some(looked) = self.looked.get(&job.id) {
+                consider(looked.next_at);
+            } else if row.state == State::Running
+                && row.liveness == Some(Liveness::Alive)
+                && (job.lock.is_some() || job.process.is_some())
+                && let Some(age) = row.progress_age_sec
+                && let Some(stall_sec) = job.stall_limit()
+            {
+                let left_ms = (stall_sec as f64 / 2.0 - age) * 1000.0;
+                consider(
+                    snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1),
+                );
+            }
             if let Some(&seen) = evidence.get(job.id.as_str()) {
                 // A bare marker turns stale by time alone, when it passes stale_after_sec.
                 for (spec, reading) in job.markers.iter().zip(&seen.markers) {
@@ -1798,4 +1946,9 @@ fn open_store(state_dir: &Path) -> StoreOpening {
             }
         }
     }
+}
+
+/// An error of the kernel's reading, inert.
+fn inert_words(error: &str) -> String {
+    crate::core::text::inert(error)
 }

@@ -5,6 +5,7 @@
 //! fault with its error. A probe never panics and never returns an `Err` that aborts the
 //! whole pass: a failure to read is data. Probes do not judge; `core::assess` does.
 
+pub mod activity;
 pub mod checks;
 pub mod count;
 pub mod files;
@@ -133,6 +134,9 @@ impl Prober {
                 .filter(|_| !matches!(process, Some(Reading::Found(_))))
                 .map(|kept| Box::new(lock::read_lock_as(kept, safe_open::Role::KeptLock))),
             process,
+            // The engine looks at a quiet live holder after the gather, with what it kept of
+            // earlier looks.
+            activity: None,
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),

@@ -118,6 +118,45 @@ struct JsonJob<'a> {
     /// The job's stale markers, in its `markers:` order: what the fleet screen offers to
     /// release (`release-marker JOB PATH`).
     stale_markers: Vec<JsonMarker>,
+    /// The kernel's reading of the live holder's tree; null while it is not looked at (no
+    /// live holder, or its other progress is fresh).
+    activity: Option<JsonActivity>,
+}
+
+/// What the holder's tree is doing (SPEC §8 `activity`): `state` one of progressing, busy,
+/// spinning, blocked, waiting, stopped, unreadable; the process it is about; its CPU use;
+/// bytes per second through the tree's read and write calls; the file read furthest (or the
+/// one written) with its position; and how long it has been in this state.
+#[derive(Serialize)]
+struct JsonActivity {
+    state: &'static str,
+    pid: u32,
+    comm: String,
+    cpu_percent: Option<f64>,
+    read_bytes_per_sec: Option<f64>,
+    write_bytes_per_sec: Option<f64>,
+    wchan: Option<String>,
+    asleep_in: Option<String>,
+    file: Option<JsonFile>,
+    state_sec: Option<f64>,
+    /// Whether `state_sec` counts from the first look (it was already so then).
+    state_sec_at_least: bool,
+    /// Seconds between the two looks compared; null for a first look.
+    sampled_over_sec: Option<f64>,
+    unreadable: Option<String>,
+    words: String,
+}
+
+/// A file of the holder's tree and where its descriptor stands.
+#[derive(Serialize)]
+struct JsonFile {
+    path: String,
+    position: u64,
+    size: u64,
+    percent: Option<f64>,
+    bytes_per_sec: Option<f64>,
+    eta_sec: Option<f64>,
+    writing: bool,
 }
 
 /// A stale marker: its path and file name, its age, the process it names (null for a bare
@@ -208,6 +247,9 @@ pub fn shown_digest(snapshot: &Snapshot) -> [u8; 32] {
         for marker in &mut job.stale_markers {
             marker.age_sec = None;
         }
+        if let Some(activity) = &mut job.activity {
+            activity.state_sec = None;
+        }
     }
     let mut hashing = Hashing(Sha256::new());
     // Writing into a hash cannot fail, and every value here serializes.
@@ -220,7 +262,11 @@ fn json_report(snapshot: &Snapshot) -> JsonReport<'_> {
         generated_at: snapshot
             .generated_at
             .to_rfc3339_opts(SecondsFormat::Millis, true),
-        jobs: snapshot.list.rows().map(json_job).collect(),
+        jobs: snapshot
+            .list
+            .rows()
+            .map(|row| json_job(row, snapshot.generated_at))
+            .collect(),
         dispatch_held: snapshot.list.dispatch_held.is_some(),
         rules: snapshot.list.rules.iter().map(|r| inert(r)).collect(),
         store: JsonStore {
@@ -239,7 +285,7 @@ fn json_report(snapshot: &Snapshot) -> JsonReport<'_> {
     }
 }
 
-fn json_job(row: &Assessment) -> JsonJob<'_> {
+fn json_job(row: &Assessment, now: chrono::DateTime<Utc>) -> JsonJob<'_> {
     JsonJob {
         id: &row.id,
         state: row.state.as_str(),
@@ -307,6 +353,37 @@ fn json_job(row: &Assessment) -> JsonJob<'_> {
                 words: inert(&marker.words),
             })
             .collect(),
+        activity: row.activity.as_deref().map(|reading| {
+            let round = |value: f64| (value * 10.0).round() / 10.0;
+            JsonActivity {
+                state: reading.state.as_str(),
+                pid: reading.pid,
+                comm: inert(&reading.comm),
+                cpu_percent: reading.cpu_percent.map(round),
+                read_bytes_per_sec: reading.read_bytes_per_sec.map(f64::round),
+                write_bytes_per_sec: reading.write_bytes_per_sec.map(f64::round),
+                wchan: reading.wchan.as_deref().map(inert),
+                asleep_in: reading.asleep_in.as_deref().map(inert),
+                file: reading
+                    .input
+                    .as_ref()
+                    .or(reading.output.as_ref())
+                    .map(|file| JsonFile {
+                        path: inert(&file.path),
+                        position: file.position,
+                        size: file.size,
+                        percent: file.percent.map(round),
+                        bytes_per_sec: file.bytes_per_sec.map(f64::round),
+                        eta_sec: file.eta_sec.map(f64::round),
+                        writing: file.writing,
+                    }),
+                state_sec: Some(round(reading.state_sec(now))),
+                state_sec_at_least: !reading.since_seen,
+                sampled_over_sec: reading.over_sec.map(round),
+                unreadable: reading.unreadable.as_deref().map(inert),
+                words: inert(&reading.words(now)),
+            }
+        }),
     }
 }
 

@@ -118,6 +118,29 @@ pub fn exposition(snapshot: &Snapshot, jobs: &[JobSpec], writer: Writer) -> Stri
 
     family(
         t,
+        "mihari_job_activity_state",
+        "gauge",
+        "1 for what the live holder's process tree is doing as the kernel says (progressing, \
+         busy, spinning, blocked, waiting, stopped, unreadable), 0 for the others; no series \
+         while it is not looked at (no live holder, or its other progress is fresh).",
+    );
+    for row in &rows {
+        let Some(activity) = row.activity.as_deref() else {
+            continue;
+        };
+        let id = label(&row.id);
+        for state in crate::core::activity::ActivityState::ALL {
+            let _ = writeln!(
+                t,
+                "mihari_job_activity_state{{job_id=\"{id}\",state=\"{}\"}} {}",
+                state.as_str(),
+                u8::from(activity.state == state)
+            );
+        }
+    }
+
+    family(
+        t,
         "mihari_job_last_progress_timestamp_seconds",
         "gauge",
         "When the job last made progress (Unix time), by its freshest source; no series \

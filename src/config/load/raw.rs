@@ -91,6 +91,7 @@ pub(super) struct RawJob {
     pub checks: Option<Vec<Spanned<RawCheck>>>,
     pub timeouts: Option<Box<RawTimeouts>>,
     pub markers: Option<Vec<Spanned<RawMarker>>>,
+    pub io_progress: Option<Spanned<bool>>,
 }
 
 /// One of `markers:`.

@@ -560,12 +560,26 @@ fn job(
         should_run_when.push((predicate, Pos::of(named)));
     }
 
-    let has_progress_source =
-        log.is_some() || progress_file.is_some() || progress_table.is_some() || manifest.is_some();
+    // A holder's file positions are progress too (source io), unless io_progress is off.
+    let io_progress = raw.io_progress.as_ref().is_none_or(|flag| flag.value);
+    let holder_declared = lock.is_some() || process.is_some();
+    let has_progress_source = log.is_some()
+        || progress_file.is_some()
+        || progress_table.is_some()
+        || manifest.is_some()
+        || (holder_declared && io_progress);
     // With the stall judgement off (`stall_sec: never`), a service is watched by its holder
     // alone: no progress is asked of it, so none need be declared.
-    let watched_by_holder = stall_never && (lock.is_some() || process.is_some());
+    let watched_by_holder = stall_never && holder_declared;
     if !has_progress_source && !watched_by_holder {
+        let io_words = match &raw.io_progress {
+            Some(flag) if holder_declared => format!(
+                " (io_progress {} turns off the positions of the files its holder has open, \
+                 the only progress it had)",
+                src.quote_at(Pos::of(flag))
+            ),
+            _ => String::new(),
+        };
         let way_out = if stall_never {
             "; with stall_sec: never a holder alone is enough: add lock (its PID file) or \
              process: {cmdline: '...'}"
@@ -576,8 +590,9 @@ fn job(
         return Err(src.refuse(
             at_job,
             format!(
-                "{the_job} has no progress source: add at least one of {PROGRESS_SOURCES}, \
-                 so that mihari can tell progress from silence{way_out}"
+                "{the_job} has no progress source{io_words}: add at least one of \
+                 {PROGRESS_SOURCES}, or a lock or process whose open files' positions are \
+                 read, so that mihari can tell progress from silence{way_out}"
             ),
         ));
     }
@@ -721,6 +736,7 @@ fn job(
         timeouts,
         stall_never,
         markers,
+        io_progress,
     })
 }
 
