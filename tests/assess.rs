@@ -2409,3 +2409,33 @@ fn the_machine_leaves_a_run_that_ended_short_failed_after_its_total_or_in_a_fail
         AutoVerdict::Now
     );
 }
+
+/// The kernel's reading never counts the growth of a file another source judges: a curl meter
+/// redrawn into its log under `mihari run` grew the log 78 B/s while the server was frozen,
+/// and the io source called that "writing 'fetch.log'", progress — the frozen download read
+/// RUNNING again. The log (and its rotated names), the progress file, the manifest, the
+/// progress table's database, the lock, the markers and mihari's own state folder are left out.
+#[test]
+fn the_files_other_sources_judge_are_never_the_kernels_progress() {
+    use mihari::core::activity::not_progress;
+    let job = JobSpec {
+        log: Some(PathBuf::from("/srv/fetch/fetch.log")),
+        lock: Some(PathBuf::from("/srv/fetch/fetch.lock")),
+        ..job()
+    };
+    let skipped = not_progress(&job, std::path::Path::new("/var/lib/mihari"));
+    let covers = |path: &str| skipped.iter().any(|p| path.starts_with(p.to_str().unwrap()));
+    for path in [
+        "/srv/fetch/fetch.log",
+        "/srv/fetch/fetch.log.1",
+        "/srv/fetch/fetch.log-20261201",
+        "/srv/fetch/fetch.lock",
+        "/var/lib/mihari/mihari.sqlite",
+        "/var/lib/mihari/mihari.sqlite-wal",
+    ] {
+        assert!(covers(path), "{path} is judged elsewhere, never io progress");
+    }
+    for path in ["/srv/fetch/big.iso", "/var/lib/mihari-data/big.iso"] {
+        assert!(!covers(path), "{path} is the job's own work");
+    }
+}

@@ -216,7 +216,8 @@ fn without_stall_sec_never_a_job_with_no_progress_source_is_refused_and_told_the
         )
         .expect_err("refused")
     };
-    let err = refused("", "    lock: /run/web.pid\n");
+    // With io_progress off, a lock is no progress source of its own.
+    let err = refused("", "    lock: /run/web.pid\n    io_progress: false\n");
     assert!(
         err.to_string().starts_with("/etc/mihari/jobs.yaml:2:5: "),
         "{err}"

@@ -135,7 +135,7 @@ pub fn measure_kernel(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<()
         let cpu = own_cpu()?;
         let started = Instant::now();
         for (pid, ticks) in &holders {
-            let sample = mihari::probe::activity::look(*pid, *ticks, true)?;
+            let sample = mihari::probe::activity::look(*pid, *ticks, true, &[])?;
             assert_eq!(sample.processes[0].files.len(), 3, "three files each");
         }
         ours.push(started.elapsed());

@@ -215,6 +215,33 @@ pub struct Plan {
     pub positions: bool,
 }
 
+/// The files whose growth is never the kernel's progress for `job`: those a source of their own
+/// judges — the log (and the names its rotation gives it), the progress file, the manifest, the
+/// progress table's database (and its journal), the lock and the markers — and mihari's own
+/// bookkeeping in `state_dir`. A meter that redraws into its log grows the log while not a byte
+/// of work is done; that is the log's to judge (a reading must move), not a moving position.
+/// Each is a prefix of the paths it covers (`run.log` covers `run.log.1` and `run.log-20261201`).
+pub fn not_progress(job: &JobSpec, state_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<std::path::PathBuf> = [
+        job.log.as_deref(),
+        job.progress_file.as_deref(),
+        job.manifest.as_deref(),
+        job.progress_table.as_ref().map(|table| table.db.as_path()),
+        job.lock.as_deref(),
+        job.kept_lock.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(std::path::Path::to_path_buf)
+    .collect();
+    paths.extend(job.markers.iter().map(|marker| marker.path.clone()));
+    // The folder itself, ending in '/': a file beside it whose name starts the same is not in it.
+    let mut folder = state_dir.as_os_str().to_os_string();
+    folder.push("/");
+    paths.push(folder.into());
+    paths
+}
+
 /// The least and most time between two looks at a quiet holder.
 pub const LOOK_EVERY_MIN_SEC: f64 = 1.0;
 pub const LOOK_EVERY_MAX_SEC: f64 = 60.0;

@@ -459,13 +459,16 @@ impl Engine {
         if due.is_empty() {
             return;
         }
-        let look = |plan: &activity::Plan| {
-            crate::probe::activity::look(plan.pid, plan.start_ticks, plan.positions)
+        let jobs = &self.config.jobs;
+        let state_dir = &self.config.settings.state_dir;
+        let look = |at: usize, plan: &activity::Plan| {
+            let not_progress = activity::not_progress(&jobs[at], state_dir);
+            crate::probe::activity::look(plan.pid, plan.start_ticks, plan.positions, &not_progress)
         };
         let mut first: HashMap<usize, crate::core::activity::Sample> = HashMap::new();
         if due.iter().any(|(_, _, pair)| *pair) {
             for (at, plan, pair) in &due {
-                if *pair && let Ok(sample) = look(plan) {
+                if *pair && let Ok(sample) = look(*at, plan) {
                     first.insert(*at, sample);
                 }
             }
@@ -474,7 +477,7 @@ impl Engine {
         for (at, plan, _) in due {
             let job_id = self.config.jobs[at].id.clone();
             let kept = self.looked.remove(&job_id);
-            let after = match look(&plan) {
+            let after = match look(at, &plan) {
                 Ok(sample) => sample,
                 Err(error) => {
                     // Gone, or not the same process: the next gather says what became of it.

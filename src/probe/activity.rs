@@ -14,6 +14,7 @@ use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
 use chrono::Utc;
 
@@ -27,13 +28,21 @@ const FILES_LIMIT: usize = 256;
 
 /// Looks at the tree of `pid` (whose identity is `start_ticks`) once. `positions`: read the
 /// regular files' positions (`io_progress`). `Err` when the holder is gone or is no longer
-/// the same process (then there is nothing of it to look at).
-pub fn look(pid: u32, start_ticks: u64, positions: bool) -> Result<Sample, String> {
+/// the same process (then there is nothing of it to look at). A file whose path starts with one
+/// of `not_progress` ([`crate::core::activity::not_progress`]) is left out: its growth is judged
+/// elsewhere, or is mihari's own.
+pub fn look(
+    pid: u32,
+    start_ticks: u64,
+    positions: bool,
+    not_progress: &[PathBuf],
+) -> Result<Sample, String> {
     let ticks_per_sec = super::proc::clock_ticks_per_second()?;
     let boot_ms = boot_ms()?;
     let at = Utc::now();
     let mut processes = Vec::new();
-    let root = process(pid, positions).ok_or_else(|| format!("process {pid} is gone"))?;
+    let root =
+        process(pid, positions, not_progress).ok_or_else(|| format!("process {pid} is gone"))?;
     if root.start_ticks != start_ticks {
         return Err(format!(
             "process {pid} is another process now (started at {} ticks, not {start_ticks})",
@@ -52,7 +61,7 @@ pub fn look(pid: u32, start_ticks: u64, positions: bool) -> Result<Sample, Strin
             if processes.iter().any(|p| p.pid == child) {
                 continue;
             }
-            if let Some(found) = process(child, positions)
+            if let Some(found) = process(child, positions, not_progress)
                 && found.ppid == parent
             {
                 processes.push(found);
@@ -96,7 +105,7 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// One process, or `None` when it is gone (or a zombie: it holds nothing any more).
-fn process(pid: u32, positions: bool) -> Option<ProcessSample> {
+fn process(pid: u32, positions: bool, not_progress: &[PathBuf]) -> Option<ProcessSample> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (comm, state, ppid, cpu_ticks, start_ticks) = stat_fields(&text)?;
     if matches!(state, 'Z' | 'X' | 'x') {
@@ -137,7 +146,7 @@ fn process(pid: u32, positions: bool) -> Option<ProcessSample> {
         None
     };
     let files = if positions {
-        match open_files(pid) {
+        match open_files(pid, not_progress) {
             Ok(files) => files,
             Err(error) => {
                 unreadable = Some(denied(pid, "fd", &error));
@@ -226,9 +235,9 @@ pub fn fdinfo_fields(text: &str) -> Option<(u64, u32)> {
     Some((pos?, flags?))
 }
 
-/// The regular files `pid` has open, with positions and sizes; an error when its descriptors
-/// cannot be listed.
-fn open_files(pid: u32) -> io::Result<Vec<OpenFile>> {
+/// The regular files `pid` has open, with positions and sizes, but those under `not_progress`;
+/// an error when its descriptors cannot be listed.
+fn open_files(pid: u32, not_progress: &[PathBuf]) -> io::Result<Vec<OpenFile>> {
     let folder = format!("/proc/{pid}/fd");
     let mut files = Vec::new();
     for entry in fs::read_dir(&folder)?.flatten() {
@@ -253,6 +262,12 @@ fn open_files(pid: u32) -> io::Result<Vec<OpenFile>> {
             || [&b"/dev/"[..], b"/proc/", b"/sys/", b"/memfd:"]
                 .iter()
                 .any(|prefix| target.starts_with(prefix))
+        {
+            continue;
+        }
+        if not_progress
+            .iter()
+            .any(|path| target.starts_with(path.as_os_str().as_bytes()))
         {
             continue;
         }
