@@ -7,7 +7,7 @@
 //! end; logrotate's `postrotate kill -HUP` of the lock's pid; a real tqdm bar compared byte
 //! for byte with the same bar written to a file; a daemon that outlives its launcher; a log
 //! on a real tmpfs filled to the last byte; SIGTERM to the whole tree; a delete and a planted
-//! link at the log's path.
+//! link at the log's path; the descriptors the job holds.
 
 use std::fs::{self, File};
 use std::io::Read;
@@ -364,6 +364,85 @@ fn sighup_opens_the_log_again_and_never_reaches_the_job() {
         after.ends_with("got-TERM\n") && !after.contains("HUP"),
         "{after}"
     );
+}
+
+/// What descriptor `fd` of process `pid` is (`pipe:[N]`, a path), if it is open.
+fn fd_target(pid: u32, fd: &str) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .ok()
+        .map(|target| target.display().to_string())
+}
+
+/// Every descriptor of `pid`, with what it is.
+fn fds(pid: u32) -> Vec<(String, String)> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| {
+                    let fd = entry.file_name().to_string_lossy().into_owned();
+                    fd_target(pid, &fd).map(|target| (fd, target))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The job sees what it saw before but a pipe: stdin `/dev/null`, stdout and stderr one
+/// descriptor shared (so their order is kept), its own process group in mihari's session,
+/// and nothing of mihari's but the lock it inherits — not the pipe's read end, not the
+/// copier's wake-up pipe (a write end of those left in the job would hold the log open past
+/// the job's end).
+#[test]
+fn the_job_sees_one_pipe_for_stdout_and_stderr_and_nothing_else_of_mihari() {
+    let sandbox = Sandbox::new();
+    sandbox.job(r#"[sh, -c, 'echo up; exec sleep 30']"#, "");
+    let running = sandbox.start();
+    wait_for("up", || sandbox.read(&sandbox.log()).contains("up"));
+    let supervisor = running.pid();
+    let job = job_pid_of(supervisor).expect("the job runs");
+    wait_for("the job's exec", || {
+        fs::read_to_string(format!("/proc/{job}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    assert_eq!(fd_target(job, "0").as_deref(), Some("/dev/null"));
+    let out = fd_target(job, "1").expect("stdout");
+    assert!(out.starts_with("pipe:"), "{out}");
+    assert_eq!(fd_target(job, "2"), Some(out.clone()), "one pipe for both");
+    let stat = |pid: u32| -> Vec<String> {
+        let text = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let after = &text[text.rfind(')').expect("comm") + 1..];
+        after.split_whitespace().map(str::to_string).collect()
+    };
+    // Fields 5 (pgrp) and 6 (session), counted from 3 after the command name.
+    assert_eq!(stat(job)[2], job.to_string(), "leads its own group");
+    assert_eq!(stat(job)[3], stat(supervisor)[3], "in mihari's session");
+    // Of what mihari run holds (and this test does not), the job has only its output pipe
+    // (as fds 1 and 2) and the lock.
+    let ours: Vec<String> = fds(std::process::id())
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let mihari: Vec<String> = fds(supervisor)
+        .into_iter()
+        .map(|(_, t)| t)
+        .filter(|t| !ours.contains(t))
+        .collect();
+    let shared: Vec<(String, String)> = fds(job)
+        .into_iter()
+        .filter(|(_, t)| mihari.contains(t))
+        .collect();
+    let mut names: Vec<&str> = shared.iter().map(|(fd, _)| fd.as_str()).collect();
+    names.sort();
+    let lock = sandbox.lock().display().to_string();
+    assert!(
+        shared
+            .iter()
+            .all(|(fd, t)| (t == &out && (fd == "1" || fd == "2")) || t == &lock),
+        "the job holds more of mihari's than its output and lock: {shared:?}"
+    );
+    assert_eq!(names.len(), 3, "{shared:?}");
+    running.signal(Signal::SIGTERM);
+    running.finish();
 }
 
 /// The loop tqdm users run, deterministic: no rate or time in the bar, a frame per step.
