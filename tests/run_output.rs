@@ -512,7 +512,8 @@ fn a_daemonizing_child_keeps_logging_after_its_parent_exits() {
         sandbox.read(&sandbox.log()),
         "launcher-done\ndaemon-first\ndaemon-last\n"
     );
-    assert!(stderr.contains("still runs"), "{stderr}");
+    // The daemon, and its `sleep` when it has started one: "still runs" or "still run".
+    assert!(stderr.contains("it started still run"), "{stderr}");
 }
 
 /// A restart hands `mihari run` the log as its own stderr: what it says itself follows the log
@@ -550,7 +551,8 @@ fn mihari_runs_own_words_follow_the_log_when_its_stderr_is_the_log() {
     assert!(
         new.starts_with("second\n")
             && new.contains("launcher-done\n")
-            && new.contains("exited (exit 0), but 1 process it started still runs")
+            && new.contains("exited (exit 0), but ")
+            && new.contains("it started still run")
             && new.ends_with("daemon-last\n"),
         "{new}"
     );
@@ -738,4 +740,37 @@ fn a_full_disk_does_not_block_the_job_and_the_loss_is_counted_and_recorded() {
         );
     }
     drop(disk);
+}
+
+/// A log past the file size limit (`ulimit -f`, which a pipe does not have) loses what does
+/// not fit, counted, and neither `mihari run` nor the job dies of SIGXFSZ.
+#[test]
+fn a_log_past_the_file_size_limit_loses_bytes_counted_and_kills_nobody() {
+    let sandbox = Sandbox::new();
+    // 200,000 lines of 12 bytes; `ulimit -f 2048` (blocks of 512 bytes) allows 1 MiB, in which the state store fits.
+    sandbox.job(
+        "[sh, -c, 'for n in $(seq 100000 299999); do echo \"line $n\"; done; echo ran-to-the-end >&2']",
+        "",
+    );
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 2048 && exec \"$0\" --config \"$1\" run job")
+        .arg(env!("CARGO_BIN_EXE_mihari"))
+        .arg(sandbox.path("jobs.yaml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("mihari run under ulimit -f 2048");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(fs::metadata(sandbox.log()).expect("the log").len(), 1 << 20);
+    let lost = 200_000 * 12 + "ran-to-the-end\n".len() - (1 << 20);
+    assert!(
+        stderr.contains(&format!(
+            "{lost} bytes of the output of job 'job' were lost: its log could not be written \
+             (File too large)"
+        )),
+        "{stderr}"
+    );
+    let kinds: Vec<String> = sandbox.events().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["started", "output-lost", "exited"]);
 }

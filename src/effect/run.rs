@@ -682,6 +682,10 @@ struct Forwarded {
     interrupt: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
     child: tokio::signal::unix::Signal,
+    /// SIGXFSZ, caught and never read: a log past the file size limit (`ulimit -f`) makes
+    /// the copier's write fail (EFBIG, counted as lost) instead of ending `mihari run` and
+    /// leaving the job a pipe nobody reads. A caught signal is back to its default in the job.
+    _file_too_large: tokio::signal::unix::Signal,
 }
 
 impl Forwarded {
@@ -693,6 +697,7 @@ impl Forwarded {
             interrupt: signal(SignalKind::interrupt())?,
             hangup: signal(SignalKind::hangup())?,
             child: signal(SignalKind::child())?,
+            _file_too_large: signal(SignalKind::from_raw(libc::SIGXFSZ))?,
         })
     }
 }
