@@ -2424,7 +2424,11 @@ fn the_files_other_sources_judge_are_never_the_kernels_progress() {
         ..job()
     };
     let skipped = not_progress(&job, std::path::Path::new("/var/lib/mihari"));
-    let covers = |path: &str| skipped.iter().any(|p| path.starts_with(p.to_str().unwrap()));
+    let covers = |path: &str| {
+        skipped
+            .iter()
+            .any(|p| path.starts_with(p.to_str().unwrap()))
+    };
     for path in [
         "/srv/fetch/fetch.log",
         "/srv/fetch/fetch.log.1",
@@ -2433,7 +2437,10 @@ fn the_files_other_sources_judge_are_never_the_kernels_progress() {
         "/var/lib/mihari/mihari.sqlite",
         "/var/lib/mihari/mihari.sqlite-wal",
     ] {
-        assert!(covers(path), "{path} is judged elsewhere, never io progress");
+        assert!(
+            covers(path),
+            "{path} is judged elsewhere, never io progress"
+        );
     }
     for path in ["/srv/fetch/big.iso", "/var/lib/mihari-data/big.iso"] {
         assert!(!covers(path), "{path} is the job's own work");

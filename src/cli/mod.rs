@@ -165,7 +165,8 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         id: Option<String>,
     },
-    /// Run a job's command under its lock: flock, a JSON lock with pid and start time,
+    /// Run a job's command under its lock: flock, a JSON lock with pid and start time, its
+    /// output copied into its log (following a rotation; SIGHUP opens the log again), other
     /// signals forwarded, the exit code recorded, the lock removed on exit. Exit 75 when the
     /// job is already running, 69 when it is paused (nothing runs).
     Run(jobside::RunArgs),

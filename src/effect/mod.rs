@@ -4,11 +4,13 @@
 //! only place that does. Every decision is written to the event log before its effect starts
 //! — confirmed, declined, refused or suppressed — and the effect itself is guarded: a restart
 //! by its content-derived claim key and the workspace cooldown, a release by re-checking the
-//! file's identity right before removing it. `run` is the job-side wrapper (`mihari run`);
-//! `spawn` starts and verifies a restart; `release` removes a dead holder's lock; `recover`
-//! resolves claims whose claimer died mid-way.
+//! file's identity right before removing it. `run` is the job-side wrapper (`mihari run`) and
+//! `output` its copy of the job's output into the log; `spawn` starts and verifies a restart;
+//! `release` removes a dead holder's lock; `recover` resolves claims whose claimer died
+//! mid-way.
 
 pub mod notify;
+pub mod output;
 pub mod recorder;
 pub mod recover;
 pub mod release;

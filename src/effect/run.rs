@@ -4,24 +4,27 @@
 //! `flock(LOCK_EX | LOCK_NB)` (so two runs of one job can never overlap), writing the JSON
 //! lock that the probes judge (`pid` and `start_time` of this process, field 22 of
 //! `/proc/self/stat`, and this boot's `boot_id`), starting the command in its own process
-//! group with its output appended to the job's log, forwarding SIGTERM, SIGINT and SIGHUP to
-//! the job's whole tree, recording `started`, `exited`, `failed` or `duplicate` in the event
-//! log, and removing the lock when the job is over — only while the lock still names this
-//! process. "Over" means the last process of the job's tree has exited, not only the command
-//! it started: `mihari run` is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a daemon a
-//! launcher left behind, or a worker whose shell was killed, becomes its child, is waited
-//! for, and keeps the lock held — no twin can start beside it. A job declared by `process`
-//! alone runs under a lock mihari keeps in `state_dir` (`<id>.run.lock`). The log and the lock are
-//! opened only through [`crate::probe::safe_open`], the log first: a link, a named pipe or a
-//! folder someone else can change at either path refuses the run (exit 73) before the job
-//! starts, the lock is written or anything is recorded. The job matters more than the
-//! record: when the state store cannot be opened or written, the job still runs and a
-//! warning goes to stderr. No store transaction is ever held while the job runs, and no
-//! event ever carries a path or a command line. It judges nothing about other jobs.
+//! group with its stdout and stderr one pipe that [`super::output`] copies into the job's log
+//! (following the log's path through a rotation), forwarding SIGTERM and SIGINT to the job's
+//! whole tree while SIGHUP opens the log again instead, recording `started`, `exited`,
+//! `failed`, `duplicate` or `output-lost` in the event log, and removing the lock when the job
+//! is over — only while the lock still names this process. "Over" means the last process of
+//! the job's tree has exited, not only the command it started: `mihari run` is a child
+//! subreaper (`PR_SET_CHILD_SUBREAPER`), so a daemon a launcher left behind, or a worker whose
+//! shell was killed, becomes its child, is waited for, and keeps the lock held — no twin can
+//! start beside it. A job declared by `process` alone runs under a lock mihari keeps in
+//! `state_dir` (`<id>.run.lock`). The log and the lock are opened only through
+//! [`crate::probe::safe_open`], the log first: a link, a named pipe or a folder someone else
+//! can change at either path refuses the run (exit 73) before the job starts, the lock is
+//! written or anything is recorded. The job matters more than the record: when the state
+//! store cannot be opened or written, the job still runs and a warning goes to stderr. No
+//! store transaction is ever held while the job runs, and no event ever carries a path, a
+//! command line or a line of the job's output. It judges nothing about other jobs.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::output::{self, Copier, Note};
 use crate::config::{Config, JobSpec};
 use crate::core::text::inert;
 use crate::probe::lock::parse_lock;
@@ -395,16 +399,42 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
     // when the spawn fails a moment later.
     record.append(event(Kind::Started).reason(format!("pid {pid}")));
 
-    let mut command = match prepare(plan, &lock, log) {
-        Ok(command) => command,
+    // The copier starts before the job, so a thread that cannot be started costs only the
+    // following of the log: the job is then handed the log itself, as a file.
+    let (notes_sender, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    let (output, copier) = match (log, &plan.log) {
+        (Some(file), Some(path)) => match start_copier(path, file, notes_sender) {
+            Ok((write_end, copier)) => (JobOutput::Pipe(write_end), Some(copier)),
+            Err((file, error)) => {
+                let _ = writeln!(
+                    record.err,
+                    "mihari: warning: cannot start copying the output of job '{}' into its \
+                     log ({error}): the job writes into the log directly this time, so a \
+                     rotation without copytruncate leaves it writing into the rotated file",
+                    plan.job
+                );
+                (JobOutput::File(file), None)
+            }
+        },
+        _ => (JobOutput::Inherit, None),
+    };
+    let prepared = prepare(plan, &lock, output);
+    // The command holds the pipe's write end until it is dropped: once the job has it, only
+    // the job's tree may, or the copier would never see the end of its output.
+    let spawned = prepared.map(|mut command| command.spawn());
+    let spawned = match spawned {
+        Ok(spawned) => spawned,
         Err((reason, code, message)) => {
             let _ = writeln!(record.err, "mihari: {message}");
             record.append(event(Kind::Failed).reason(reason));
+            if let Some(copier) = copier {
+                copier.finish();
+            }
             lock.release(pid, record.err);
             return code;
         }
     };
-    let child = match command.spawn() {
+    let child = match spawned {
         Ok(child) => child,
         Err(error) => {
             let (reason, code) = spawn_failure(&error);
@@ -416,6 +446,9 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
                 plan.cwd.display()
             );
             record.append(event(Kind::Failed).reason(reason));
+            if let Some(copier) = copier {
+                copier.finish();
+            }
             lock.release(pid, record.err);
             return code;
         }
@@ -424,7 +457,24 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
     // The child is waited for below, with every process its tree leaves behind; the handle
     // only held its PID.
     drop(child);
-    let ended = runtime.block_on(supervise(job_pid, signals, &plan.job, record.err));
+    let ended = runtime.block_on(supervise(
+        job_pid,
+        signals,
+        &plan.job,
+        &mut record,
+        copier.as_ref(),
+        &mut notes,
+        &event,
+    ));
+    // The tree is over: what it wrote last reaches the log before the exit is recorded and
+    // the lock goes, so whoever sees the lock gone reads the job's last words.
+    if let Some(copier) = copier {
+        let stderr_is_log = copier.stderr_is_log();
+        copier.finish();
+        while let Ok(note) = notes.try_recv() {
+            heard(note, &plan.job, stderr_is_log, &mut record, &event);
+        }
+    }
     match ended {
         Ok(Ended { status, last_left }) => {
             let (mut reason, code) = describe_exit(status);
@@ -451,13 +501,93 @@ pub fn execute(plan: &Plan, store: Option<Store>, err: &mut impl Write) -> u8 {
     }
 }
 
+/// Where the job's stdout and stderr go.
+enum JobOutput {
+    /// No log: mihari's own.
+    Inherit,
+    /// The write end of the pipe the copier reads into the log.
+    Pipe(OwnedFd),
+    /// The log itself (the copier could not be started).
+    File(File),
+}
+
+/// Makes the job's output pipe and starts copying it into `file`, the log opened at `path`:
+/// the pipe's write end for the job, and the copier. On failure the log is handed back.
+fn start_copier(
+    path: &Path,
+    file: File,
+    notes: tokio::sync::mpsc::UnboundedSender<Note>,
+) -> Result<(OwnedFd, Copier), (File, io::Error)> {
+    let spare = match file.try_clone() {
+        Ok(spare) => spare,
+        Err(error) => return Err((file, error)),
+    };
+    let (read_end, write_end) = match output::pipe() {
+        Ok(ends) => ends,
+        Err(error) => return Err((spare, error)),
+    };
+    match Copier::start(read_end, path, file, notes) {
+        Ok(copier) => Ok((write_end, copier)),
+        Err(error) => Err((spare, error)),
+    }
+}
+
+/// Says and records what the copier told: output dropped because the log could not be
+/// written (recorded once the loss is over, or at the end), or a log path that could not be
+/// opened again. A note already in the log is not said twice when stderr is the log.
+fn heard<W: Write>(
+    note: Note,
+    job: &str,
+    stderr_is_log: bool,
+    record: &mut Record<'_, W>,
+    event: &dyn Fn(Kind) -> NewEvent,
+) {
+    match note {
+        Note::Losing { error } => {
+            let _ = writeln!(
+                record.err,
+                "mihari: cannot write the log of job '{job}' ({error}): its output is dropped \
+                 and counted until the log can be written again; the job is not held up"
+            );
+        }
+        Note::Lost {
+            bytes,
+            error,
+            noted,
+        } => {
+            if !(noted && stderr_is_log) {
+                let _ = writeln!(
+                    record.err,
+                    "mihari: {bytes} bytes of the output of job '{job}' were lost: its log could \
+                     not be written ({error}){}",
+                    if noted {
+                        "; a line in the log says where"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            record.append(event(Kind::OutputLost).reason(format!(
+                "{bytes} bytes of its output lost: the log could not be written ({error})"
+            )));
+        }
+        Note::CannotReopen { why } => {
+            let _ = writeln!(
+                record.err,
+                "mihari: cannot open the log of job '{job}' again: {why}; its output still goes \
+                 to the file it went to"
+            );
+        }
+    }
+}
+
 /// The command, ready to spawn: its own process group, its folder and environment, stdin
-/// closed, output appended to the log (opened before the lock). Errors carry the event reason
-/// (no paths), the exit code and the message for the operator (with paths).
+/// closed, output as `output` says (the log opened before the lock). Errors carry the event
+/// reason (no paths), the exit code and the message for the operator (with paths).
 fn prepare(
     plan: &Plan,
     lock: &HeldLock,
-    log: Option<File>,
+    output: JobOutput,
 ) -> Result<std::process::Command, (String, u8, String)> {
     match fs::metadata(&plan.cwd) {
         Ok(meta) if meta.is_dir() => {}
@@ -498,16 +628,23 @@ fn prepare(
         // Its own group: a Ctrl-C in mihari's terminal reaches mihari, which forwards it to
         // the whole job (its children too) once, instead of the terminal racing us.
         .process_group(0);
-    if let Some(log) = log {
-        match log.try_clone() {
+    // stdout and stderr are one descriptor shared, as they were when both were the log: what
+    // the job writes to either arrives in the order it wrote it.
+    let shared = match output {
+        JobOutput::Inherit => None,
+        JobOutput::Pipe(write_end) => Some(write_end),
+        JobOutput::File(file) => Some(OwnedFd::from(file)),
+    };
+    if let Some(out) = shared {
+        match out.try_clone() {
             Ok(errors) => {
-                command.stdout(log).stderr(errors);
+                command.stdout(out).stderr(errors);
             }
             Err(error) => {
                 return Err((
-                    format!("cannot share the log: {}", error.kind()),
+                    format!("cannot share the output: {}", error.kind()),
                     EXIT_CANNOT_CREATE,
-                    format!("cannot share the log of job '{}': {error}", plan.job),
+                    format!("cannot share the output of job '{}': {error}", plan.job),
                 ));
             }
         }
@@ -538,13 +675,17 @@ fn spawn_failure(error: &io::Error) -> (String, u8) {
     }
 }
 
-/// The signals `mihari run` forwards to the job's tree, and SIGCHLD, which says a process of
-/// the tree has exited and is to be reaped.
+/// The signals `mihari run` forwards to the job's tree (SIGHUP only when there is no log to
+/// open again), and SIGCHLD, which says a process of the tree has exited and is to be reaped.
 struct Forwarded {
     terminate: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
     child: tokio::signal::unix::Signal,
+    /// SIGXFSZ, caught and never read: a log past the file size limit (`ulimit -f`) makes
+    /// the copier's write fail (EFBIG, counted as lost) instead of ending `mihari run` and
+    /// leaving the job a pipe nobody reads. A caught signal is back to its default in the job.
+    _file_too_large: tokio::signal::unix::Signal,
 }
 
 impl Forwarded {
@@ -556,6 +697,7 @@ impl Forwarded {
             interrupt: signal(SignalKind::interrupt())?,
             hangup: signal(SignalKind::hangup())?,
             child: signal(SignalKind::child())?,
+            _file_too_large: signal(SignalKind::from_raw(libc::SIGXFSZ))?,
         })
     }
 }
@@ -569,15 +711,22 @@ struct Ended {
 
 /// Waits for the job's whole tree: the command `job` started and every process that becomes
 /// this subreaper's child when its parent dies, reaping each until none is left (ECHILD).
-/// Every SIGTERM, SIGINT and SIGHUP goes to the job's process group and to every descendant
-/// that left it (`setsid`), found in `/proc` by parent PID. Nothing polls: the task sleeps
-/// until a signal arrives or a child exits.
-async fn supervise(
+/// Every SIGTERM and SIGINT goes to the job's process group and to every descendant that
+/// left it (`setsid`), found in `/proc` by parent PID. SIGHUP opens the log again when the
+/// `copier` copies the job's output into it (logrotate's `postrotate` convention), and is
+/// forwarded like the others only when there is none. What the copier tells is said and
+/// recorded as it comes. Nothing polls: the task sleeps until a signal arrives, a child exits
+/// or the copier has news.
+async fn supervise<W: Write>(
     job: u32,
     mut signals: Forwarded,
     job_id: &str,
-    err: &mut impl Write,
+    record: &mut Record<'_, W>,
+    copier: Option<&Copier>,
+    notes: &mut tokio::sync::mpsc::UnboundedReceiver<Note>,
+    event: &dyn Fn(Kind) -> NewEvent,
 ) -> io::Result<Ended> {
+    let stderr_is_log = copier.is_some_and(Copier::stderr_is_log);
     // The job's own status, when it was reaped, and whether processes of its tree outlived it.
     let mut own: Option<(ExitStatus, std::time::Instant, bool)> = None;
     loop {
@@ -598,7 +747,7 @@ async fn supervise(
                                 .map(|(pid, _)| pid.to_string())
                                 .collect();
                             let _ = writeln!(
-                                err,
+                                record.err,
                                 "mihari: job '{job_id}' exited ({}), but {} process{} it \
                                  started still run{} (pid {}): the lock stays held until the \
                                  last has exited",
@@ -628,7 +777,17 @@ async fn supervise(
             Some(()) = signals.child.recv() => continue,
             Some(()) = signals.terminate.recv() => Signal::SIGTERM,
             Some(()) = signals.interrupt.recv() => Signal::SIGINT,
-            Some(()) = signals.hangup.recv() => Signal::SIGHUP,
+            Some(()) = signals.hangup.recv() => match copier {
+                Some(copier) => {
+                    copier.reopen();
+                    continue;
+                }
+                None => Signal::SIGHUP,
+            },
+            Some(note) = notes.recv() => {
+                heard(note, job_id, stderr_is_log, record, event);
+                continue;
+            }
         };
         // The group id is the job's PID (process_group(0)); it cannot name a stranger while
         // the job is unreaped. Once it is reaped, each process is signalled on its own.

@@ -3,8 +3,9 @@
 //! later (a job that ends at once with a failure has not been restarted).
 //!
 //! The spawned process is `mihari run`, not the job's command directly, so that the lock, the
-//! signal forwarding and the exit record are the same whoever starts a job. Its output goes to
-//! the job's log. This module starts and watches one process; it records nothing itself (the
+//! signal forwarding and the exit record are the same whoever starts a job. What it says
+//! itself goes to the job's log, where it copies the job's own output too (and follows the log
+//! through a rotation, its own words with it). This module starts and watches one process; it records nothing itself (the
 //! executor does, before and after).
 
 use std::os::unix::process::CommandExt;

@@ -195,10 +195,13 @@ pub enum Kind {
     /// A save of the jobs file was refused (file:line:col and why): the last good file stays
     /// in force until it is fixed.
     ConfigRefused,
+    /// `mihari run` dropped part of a job's output because its log could not be written
+    /// (disk full); the reason says how many bytes and the system's words, never a path.
+    OutputLost,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 34] = [
+    pub const ALL: [Kind; 35] = [
         Kind::Detected,
         Kind::MarkerCreated,
         Kind::Duplicate,
@@ -233,6 +236,7 @@ impl Kind {
         Kind::Acknowledged,
         Kind::ConfigReloaded,
         Kind::ConfigRefused,
+        Kind::OutputLost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -271,6 +275,7 @@ impl Kind {
             Kind::Acknowledged => "acknowledged",
             Kind::ConfigReloaded => "config-reloaded",
             Kind::ConfigRefused => "config-refused",
+            Kind::OutputLost => "output-lost",
         }
     }
 
