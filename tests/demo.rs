@@ -1,11 +1,18 @@
 //! `mihari demo` for real: it builds its sandbox, runs its simulated jobs, shows every state
-//! and bucket of SPEC §4, and leaves no process behind.
+//! and bucket of SPEC §4, and leaves no process behind — not even one its dashboard
+//! restarted — and no zombie while it runs.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
+
+mod common;
+use common::tmux::Tmux;
 
 /// PIDs of live processes whose command line mentions `needle`.
 fn processes_mentioning(needle: &str) -> Vec<u32> {
@@ -161,6 +168,243 @@ fn the_demo_shows_every_state_and_bucket_and_ends_its_processes() {
     // Every simulated job ended with the demo.
     let left = processes_mentioning(&dir.to_string_lossy());
     assert!(left.is_empty(), "demo processes left running: {left:?}");
+}
+
+/// One process as `/proc` shows it.
+struct Seen {
+    pid: u32,
+    ppid: u32,
+    state: char,
+    start: u64,
+    cmdline: String,
+    cwd: Option<PathBuf>,
+    environ: String,
+}
+
+fn processes() -> Vec<Seen> {
+    let mut seen = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let after: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        if after.len() < 20 {
+            continue;
+        }
+        let text = |name: &str| {
+            String::from_utf8_lossy(&fs::read(entry.path().join(name)).unwrap_or_default())
+                .replace('\0', " ")
+        };
+        seen.push(Seen {
+            pid,
+            ppid: after[1].parse().unwrap_or(0),
+            state: after[0].chars().next().unwrap_or('?'),
+            start: after[19].parse().unwrap_or(0),
+            cmdline: text("cmdline"),
+            cwd: fs::read_link(entry.path().join("cwd")).ok(),
+            environ: text("environ"),
+        });
+    }
+    seen
+}
+
+/// Every process whose command line, working folder or environment names `sandbox`.
+fn naming(sandbox: &Path) -> Vec<String> {
+    let needle = sandbox.to_string_lossy();
+    processes()
+        .into_iter()
+        .filter(|p| p.state != 'Z')
+        .filter(|p| {
+            p.cmdline.contains(&*needle)
+                || p.environ.contains(&*needle)
+                || p.cwd.as_ref().is_some_and(|cwd| cwd.starts_with(sandbox))
+        })
+        .map(|p| format!("pid {} ({}) in {:?}", p.pid, p.cmdline, p.cwd))
+        .collect()
+}
+
+/// The processes below `root`, by parent PID.
+fn tree(root: u32) -> Vec<Seen> {
+    let all = processes();
+    let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (at, p) in all.iter().enumerate() {
+        children.entry(p.ppid).or_default().push(at);
+    }
+    let mut found = BTreeSet::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        for &at in children.get(&parent).into_iter().flatten() {
+            if found.insert(at) {
+                queue.push(all[at].pid);
+            }
+        }
+    }
+    all.into_iter()
+        .enumerate()
+        .filter(|(at, _)| found.contains(at))
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// Zombies in the tree below `root` that stay zombies for a second: a child that ended and
+/// that nobody reaps (one caught between its exit and its parent's wait is not one).
+fn lingering_zombies(root: u32) -> Vec<String> {
+    let zombies = |root| -> BTreeSet<(u32, u64, u32)> {
+        tree(root)
+            .into_iter()
+            .filter(|p| p.state == 'Z')
+            .map(|p| (p.pid, p.start, p.ppid))
+            .collect()
+    };
+    let first = zombies(root);
+    thread::sleep(Duration::from_secs(1));
+    zombies(root)
+        .intersection(&first)
+        .map(|(pid, _, ppid)| format!("pid {pid} (parent {ppid})"))
+        .collect()
+}
+
+/// The PID of `mihari demo --dir SANDBOX`.
+fn demo_pid(sandbox: &Path) -> u32 {
+    let wanted = format!("demo --dir {} ", sandbox.display());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(p) = processes()
+            .into_iter()
+            .find(|p| p.state != 'Z' && p.cmdline.contains(&wanted))
+        {
+            return p.pid;
+        }
+        assert!(Instant::now() < deadline, "no 'mihari {wanted}' runs");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The demo in a tmux pane, started from a script outside the sandbox so that nothing but
+/// the demo's own processes names it.
+fn demo_in_tmux(name: &str) -> (tempfile::TempDir, PathBuf, Tmux, u32) {
+    let parent = tempfile::tempdir().unwrap();
+    let sandbox = parent.path().join("sandbox");
+    let script = parent.path().join("run-demo.sh");
+    fs::write(
+        &script,
+        format!(
+            "'{}' demo --dir '{}'\necho DEMO-EXITED-$?\nsleep 60\n",
+            env!("CARGO_BIN_EXE_mihari"),
+            sandbox.display()
+        ),
+    )
+    .unwrap();
+    // Tall enough for the demo's 19 jobs and the detail under them.
+    let tmux = Tmux::start(name, 160, 52, &format!("sh '{}'", script.display()));
+    tmux.wait_for(
+        &["DEAD_LOCK_STALE", "STALLED", "COMPLETE"],
+        Duration::from_secs(30),
+    );
+    let demo = demo_pid(&sandbox);
+    (parent, sandbox, tmux, demo)
+}
+
+/// Restarts `job` through the dashboard's dialog and waits until its new holder is verified;
+/// what the dialog showed.
+fn restart_from_the_dashboard(tmux: &Tmux, job: &str) -> String {
+    tmux.keys(&["Escape", "Escape", "/", job, "Enter", "r"]);
+    let dialog = tmux.wait_for(&[&format!("restart '{job}'?")], Duration::from_secs(10));
+    assert!(
+        !dialog.contains("workspace cooldown") && dialog.contains("[ Restart ]"),
+        "the restart of '{job}' is held back:\n{dialog}"
+    );
+    tmux.keys(&["Tab", "Enter"]);
+    tmux.wait_for(
+        &[&format!("'{job}' restarted"), "holds its lock"],
+        Duration::from_secs(20),
+    );
+    dialog
+}
+
+/// The incident: quitting the demo left `mihari run dead_lock` and its worker running (a
+/// restart is spawned detached, in a session of its own), every job shared one workspace so
+/// a second restart was held by a cooldown meant for another job, and workers that had ended
+/// sat as zombies.
+#[test]
+fn quitting_the_demo_ends_what_its_dashboard_restarted_and_no_restart_holds_another() {
+    let (_parent, sandbox, tmux, demo) = demo_in_tmux("restarts");
+    // It says whether a watcher runs in it, and how to start one on its sandbox.
+    let jobs = sandbox.join("jobs.yaml");
+    tmux.wait_for(
+        &[
+            "no watcher yet",
+            "no watcher: mihari watch --config",
+            &format!("mihari watch --config {}", jobs.display()),
+        ],
+        Duration::from_secs(10),
+    );
+    // The crashed and the complete job's workers have ended: reaped, not zombies.
+    let zombies = lingering_zombies(demo);
+    assert!(zombies.is_empty(), "zombies under the demo: {zombies:?}");
+
+    restart_from_the_dashboard(&tmux, "dead_lock");
+    let restarted: Vec<String> = tree(demo)
+        .into_iter()
+        .filter(|p| p.cwd.as_deref() == Some(&sandbox.join("jobs/dead_lock")))
+        .map(|p| p.cmdline)
+        .collect();
+    assert!(
+        restarted.iter().any(|c| c.contains("run dead_lock"))
+            && restarted
+                .iter()
+                .any(|c| c.contains("sim worker --log dead.log")),
+        "the restart runs in dead_lock's own folder, in the demo's tree: {restarted:?}"
+    );
+    // Another job's restart right after: its own workspace, no cooldown.
+    restart_from_the_dashboard(&tmux, "crashed");
+    let zombies = lingering_zombies(demo);
+    assert!(zombies.is_empty(), "zombies under the demo: {zombies:?}");
+
+    tmux.keys(&["Escape", "Escape", "q"]);
+    let screen = tmux.wait_for(&["DEMO-EXITED-0"], Duration::from_secs(20));
+    assert!(screen.contains("all demo processes ended"), "{screen}");
+    let left = naming(&sandbox);
+    assert!(left.is_empty(), "demo processes left running: {left:#?}");
+    // Each restarted run was ended gently: `mihari run` recorded how, and removed its lock.
+    let events = Command::cargo_bin("mihari")
+        .unwrap()
+        .arg("--config")
+        .arg(&jobs)
+        .args(["events", "--kind", "exited"])
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&events.stdout);
+    for job in ["dead_lock", "crashed"] {
+        assert!(
+            events
+                .lines()
+                .any(|line| line.contains(job) && line.contains("SIGTERM")),
+            "{events}"
+        );
+    }
+    assert!(!sandbox.join("jobs/dead_lock/dead.lock").exists());
+}
+
+/// A closed terminal (the tmux window killed: SIGHUP to the demo and its dashboard) ends the
+/// demo the ordinary way: nothing it or its dashboard started is left.
+#[test]
+fn closing_the_demos_terminal_ends_what_its_dashboard_restarted() {
+    let (_parent, sandbox, tmux, demo) = demo_in_tmux("hangup");
+    restart_from_the_dashboard(&tmux, "dead_lock");
+    drop(tmux);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Path::new(&format!("/proc/{demo}")).exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+    }
+    let left = naming(&sandbox);
+    assert!(left.is_empty(), "demo processes left running: {left:#?}");
 }
 
 #[test]

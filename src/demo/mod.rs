@@ -1,11 +1,17 @@
 //! `mihari demo`: a sandbox of real, simulated jobs covering every state and bucket.
 //!
-//! The sandbox is a folder (a temp dir, or `--dir`) with a jobs file and the files of a
-//! dozen jobs. Each job is played by a real process (`mihari sim worker`) or by what a real
-//! process left behind: a lock whose holder was killed, a log that ends in a traceback, a
-//! process frozen with SIGSTOP. Thresholds are in seconds so states change while you watch.
-//! The demo owns its processes: every one of them ends when the demo ends.
+//! The sandbox is a folder (a temp dir, or `--dir`) with a jobs file and, under `jobs/`, a
+//! folder of its own for each job: its files and its restart's working folder, so one job's
+//! restart never holds another's back by the workspace cooldown. Each job is played by a
+//! real process (`mihari sim worker`) or by what a real process left behind: a lock whose
+//! holder was killed, a log that ends in a traceback, a process frozen with SIGSTOP.
+//! Thresholds are in seconds so states change while you watch. The demo owns its processes
+//! ([`keeper`]): the dashboard runs as its child, every process the demo or the dashboard
+//! starts (a restart too) is reaped as it ends and ended when the demo ends. The demo starts
+//! no watcher (one would restart `crashed` within seconds and race the operator's own
+//! restarts) and says so, with the command that starts one.
 
+pub mod keeper;
 pub mod sim;
 
 use std::fs;
@@ -13,15 +19,18 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use crate::config;
+use crate::engine::WatcherStatus;
 use crate::render::{CheckFormat, assess_and_render, status_code};
+use keeper::{Ending, Keeper};
 
 /// The file that marks a folder as a demo sandbox, so `--dir` never writes into a folder
 /// that holds something else.
@@ -71,53 +80,164 @@ pub fn run_demo(
     let fleet_file = sandbox.path().join("fleet.yaml");
     fs::write(&fleet_file, fleet_yaml(&exe, &jobs_file))
         .map_err(|e| format!("cannot write '{}': {e}", fleet_file.display()))?;
-    let mut crew = Crew::default();
-    crew.start(&exe, sandbox.path())
+    let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
+    let ids: Vec<&str> = config.jobs.iter().map(|job| job.id.as_str()).collect();
+    // From here on every process the demo starts is kept, and ended if anything below fails.
+    let mut keeper = Keeper::start(sandbox.path())?;
+    let started = start_crew(&keeper, &exe, sandbox.path(), &ids)
         .map_err(|e| format!("cannot start the simulated jobs: {e}"))?;
-    record_decisions(&exe, &jobs_file)?;
+    record_decisions(&keeper, &exe, &jobs_file)?;
     let format = match shown {
         Shown::Dashboard => {
-            let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
-            let code = crate::tui::run_with(config);
-            drop(crew);
+            let code = show_dashboard(&keeper, &exe, &jobs_file)?;
+            let ending = keeper.end_all();
+            let _ = say_ending(out, &sandbox, &ending, None);
             if matches!(sandbox, Sandbox::Kept(_)) {
                 let _ = writeln!(out, "{}", fleet_hint(&fleet_file));
             }
-            return Ok(code);
+            return Ok(ExitCode::from(if ending.left.is_empty() {
+                code
+            } else {
+                1
+            }));
         }
         Shown::Check(format) => format,
     };
     if format == CheckFormat::Table {
         let _ = writeln!(
             out,
-            "mihari demo: {} simulated jobs in '{}'; letting them run for {} s...",
-            crew.children.len(),
+            "mihari demo: {started} simulated jobs in '{}'; letting them run for {} s...",
             sandbox.path().display(),
             SETTLE.as_secs_f32()
         );
     }
-    thread::sleep(SETTLE);
+    if !keeper.pause(SETTLE) {
+        let ending = keeper.end_all();
+        let _ = say_ending(out, &sandbox, &ending, None);
+        return Err("stopped by a signal before the check".to_string());
+    }
 
-    let config = config::load(&jobs_file).map_err(|e| e.to_string())?;
-    let (snapshot, written) = assess_and_render(config, format, out);
+    let (snapshot, written) = assess_and_render(config.clone(), format, out);
     written.map_err(|e| format!("cannot write the report: {e}"))?;
-    drop(crew);
+    let ending = keeper.end_all();
     if format == CheckFormat::Table {
-        let _ = match &sandbox {
-            Sandbox::Kept(path) => writeln!(
-                out,
-                "\nall demo processes ended; the sandbox stays in '{}' \
-                 (mihari check --config {}/jobs.yaml)",
-                path.display(),
-                path.display()
-            ),
-            Sandbox::Temporary(_) => writeln!(out, "\nall demo processes ended; sandbox removed"),
-        };
+        let _ = writeln!(out);
+        let _ = say_ending(out, &sandbox, &ending, Some(&snapshot.watcher));
         if matches!(sandbox, Sandbox::Kept(_)) {
             let _ = writeln!(out, "{}", fleet_hint(&fleet_file));
         }
     }
+    if !ending.left.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::from(status_code(&snapshot)))
+}
+
+/// Runs the dashboard on the sandbox as the demo's child (so the demo can reap and end
+/// everything it starts), greeted with whether a watcher runs; its exit code.
+fn show_dashboard(keeper: &Keeper, exe: &Path, jobs_file: &Path) -> Result<u8, String> {
+    if let Some(signal) = keeper.stop_asked() {
+        return Err(format!("stopped by {signal} before the dashboard opened"));
+    }
+    let mut command = Command::new(exe);
+    command
+        .args(["sim", "screen", "--config"])
+        .arg(jobs_file)
+        .arg("--greeting")
+        .arg(greeting(jobs_file));
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent. Should the
+    // demo be killed outright, the dashboard ends (and gives the terminal back) with it.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
+        });
+    }
+    let dashboard = keeper
+        .mark(&mut command)
+        .spawn()
+        .map_err(|e| format!("cannot open the dashboard: {e}"))?;
+    // Reaped by the keeper, never through the handle.
+    let pid = dashboard.id();
+    drop(dashboard);
+    Ok(keeper.wait_for(pid).unwrap_or(1))
+}
+
+/// What the dashboard says first, on its status line: that no watcher runs, and how to start
+/// one on the sandbox. The command comes first: at 80 columns it is whole for a temp sandbox.
+fn greeting(jobs_file: &Path) -> String {
+    format!(
+        "no watcher: mihari watch --config {} starts one (the demo starts none: a watcher \
+         would restart 'crashed' by itself)",
+        jobs_file.display()
+    )
+}
+
+/// Says what ending the demo did: how many processes ended, what could not be ended (on
+/// stderr), whether a watcher ran (`watcher`, after a check) and where the sandbox is.
+fn say_ending(
+    out: &mut impl Write,
+    sandbox: &Sandbox,
+    ending: &Ending,
+    watcher: Option<&WatcherStatus>,
+) -> std::io::Result<()> {
+    if !ending.left.is_empty() {
+        let named: Vec<String> = ending
+            .left
+            .iter()
+            .map(|(pid, cmdline)| format!("pid {pid} ('{cmdline}')"))
+            .collect();
+        let _ = writeln!(
+            std::io::stderr(),
+            "mihari demo: could not end {}: look at them with ps, and end them with kill -9",
+            named.join(", ")
+        );
+    }
+    let ended = ending.ended + ending.strays;
+    let processes = if ended == 1 {
+        "process was"
+    } else {
+        "processes were"
+    };
+    match watcher {
+        None => {}
+        Some(WatcherStatus::Never | WatcherStatus::Gone { .. }) => writeln!(
+            out,
+            "no watcher ran in the sandbox: the demo starts none (one would restart 'crashed' \
+             by itself within seconds)"
+        )?,
+        Some(status) => writeln!(
+            out,
+            "a watcher ran in the sandbox: {}",
+            status.words_in(crate::probe::zone::Zone::machine())
+        )?,
+    }
+    match sandbox {
+        Sandbox::Kept(path) => writeln!(
+            out,
+            "all demo processes ended ({ended} {processes} running); the sandbox stays in '{}': \
+             mihari check --config {jobs} looks at it, mihari watch --config {jobs} watches it",
+            path.display(),
+            jobs = path.join("jobs.yaml").display()
+        ),
+        Sandbox::Temporary(_) => writeln!(
+            out,
+            "all demo processes ended ({ended} {processes} running); sandbox removed"
+        ),
+    }?;
+    let others = keeper::others_on(sandbox.path());
+    if !others.is_empty() {
+        let named: Vec<String> = others
+            .iter()
+            .map(|(pid, cmdline)| format!("pid {pid} ('{cmdline}')"))
+            .collect();
+        writeln!(
+            out,
+            "still at work on the sandbox, not started by the demo (a watcher you started, or \
+             what it restarted), so left running: {}; end them with kill PID",
+            named.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 /// A fleet of this machine twice: `here` (mihari run directly) and `localhost` (over ssh), both
@@ -156,9 +276,10 @@ fn fleet_hint(fleet_file: &Path) -> String {
 /// one-shot job to its end (exit 0: COMPLETE by `not_succeeded`, with nothing to count),
 /// `mihari pause` a job with a reason (PAUSED, listed after the action list), and two
 /// `mihari approval request`s of one job (the approve key chooses between them).
-fn record_decisions(exe: &Path, jobs_file: &Path) -> Result<(), String> {
+fn record_decisions(keeper: &Keeper, exe: &Path, jobs_file: &Path) -> Result<(), String> {
     let mihari = |args: &[&str]| {
-        Command::new(exe)
+        keeper
+            .mark(&mut Command::new(exe))
             .arg("--config")
             .arg(jobs_file)
             .args(args)
@@ -270,292 +391,261 @@ impl Sandbox {
     }
 }
 
-/// The demo's processes. Dropping the crew kills and reaps every one of them.
-#[derive(Default)]
-struct Crew {
-    children: Vec<Child>,
+/// The folder of the job `id` in the sandbox, made when missing: its files, and the working
+/// folder of its restart.
+fn job_folder(root: &Path, id: &str) -> std::io::Result<PathBuf> {
+    let folder = root.join("jobs").join(id);
+    fs::create_dir_all(&folder)?;
+    Ok(folder)
 }
 
-impl Crew {
-    fn start(&mut self, exe: &Path, root: &Path) -> std::io::Result<()> {
-        let jobs = root.join("jobs");
-        fs::create_dir_all(&jobs)?;
-        let at = |name: &str| jobs.join(name).to_string_lossy().into_owned();
-
-        // The seed's 303 s case, in seconds: a fast log keeps a slow progress file honest.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("seed303.lock"),
-                "--log",
-                &at("seed303.log"),
-                "--progress",
-                &at("seed303.progress"),
-                "--log-every-ms",
-                "250",
-                "--progress-every-ms",
-                "4000",
-                "--total",
-                "5121",
-                "--start-at",
-                "1800",
-            ],
-        )?;
-        // Alive but frozen with SIGSTOP: STALLED once stall_sec (2 s) passes.
-        let frozen = self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("frozen.lock"),
-                "--log",
-                &at("frozen.log"),
-                "--progress",
-                &at("frozen.progress"),
-                "--log-every-ms",
-                "100",
-                "--progress-every-ms",
-                "100",
-                "--total",
-                "800",
-            ],
-        )?;
-        // Killed without cleanup: its lock names a dead process.
-        let dead = self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("dead.lock"),
-                "--log",
-                &at("dead.log"),
-                "--progress",
-                &at("dead.progress"),
-                "--log-every-ms",
-                "100",
-                "--progress-every-ms",
-                "50",
-                "--total",
-                "400",
-            ],
-        )?;
-        // Ran, then crashed: lock removed, traceback in the log, not complete.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("crashed.lock"),
-                "--log",
-                &at("crashed.log"),
-                "--progress",
-                &at("crashed.progress"),
-                "--progress-every-ms",
-                "20",
-                "--total",
-                "1000",
-                "--crash-after-ms",
-                "400",
-            ],
-        )?;
-        // Ran to the end.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("complete.lock"),
-                "--log",
-                &at("complete.log"),
-                "--progress",
-                &at("complete.progress"),
-                "--progress-every-ms",
-                "5",
-                "--total",
-                "120",
-                "--finish",
-            ],
-        )?;
-        // Running, but its check finds gaps: RED, and dispatch is held.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("gaps.lock"),
-                "--log",
-                &at("gaps.log"),
-                "--progress",
-                &at("gaps.progress"),
-                "--log-every-ms",
-                "400",
-                "--progress-every-ms",
-                "300",
-                "--total",
-                "3000",
-                "--start-at",
-                "120",
-            ],
-        )?;
-        // Progress in a SQLite table.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("table.lock"),
-                "--table",
-                &at("table.sqlite"),
-                "--progress-every-ms",
-                "300",
-                "--total",
-                "2000",
-            ],
-        )?;
-        // A phased pipeline part-way through its manifest.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("phases.lock"),
-                "--log",
-                &at("phases.log"),
-                "--manifest",
-                &at("phases.manifest.json"),
-                "--progress-every-ms",
-                "1500",
-                "--log-every-ms",
-                "700",
-                "--total",
-                "7",
-            ],
-        )?;
-        // A log full of escape sequences.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("hostile.lock"),
-                "--log",
-                &at("hostile.log"),
-                "--log-every-ms",
-                "300",
-                "--hostile",
-                "--total",
-                "10",
-            ],
-        )?;
-        // Alive, logging, but its progress file is a folder: a fault, never "no progress".
-        fs::create_dir_all(jobs.join("broken.progress"))?;
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("broken.lock"),
-                "--log",
-                &at("broken.log"),
-                "--log-every-ms",
-                "300",
-                "--total",
-                "10",
-            ],
-        )?;
-        // Started by hand (as in a tmux pane): no lock at all, found by its command line.
-        self.worker(
-            exe,
-            &[
-                "--log",
-                &at("notebook.log"),
-                "--log-every-ms",
-                "500",
-                "--total",
-                "100000",
-            ],
-        )?;
-        // A tqdm loop: its progress is only the bar it redraws with carriage returns.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("tqdm.lock"),
-                "--log",
-                &at("tqdm.log"),
-                "--style",
-                "tqdm",
-                "--log-every-ms",
-                "200",
-                "--progress-every-ms",
-                "150",
-                "--total",
-                "2000",
-            ],
-        )?;
-        // A training loop that prints `epoch E/N step S/M` lines and nothing else.
-        self.worker(
-            exe,
-            &[
-                "--lock",
-                &at("steps.lock"),
-                "--log",
-                &at("steps.log"),
-                "--style",
-                "steps",
-                "--log-every-ms",
-                "300",
-                "--progress-every-ms",
-                "100",
-                "--total",
-                "5000",
-            ],
-        )?;
-        // A lock written by something else, which nobody can parse: liveness unknown.
-        fs::write(
-            jobs.join("mystery.lock"),
-            "held by the nightly backup, ask ops\n",
-        )?;
-        fs::write(jobs.join("mystery.log"), "backup window opened\n")?;
-
-        wait_for(&jobs.join("dead.progress"), 3)?;
-        self.kill_and_reap(dead);
-        // A resume marker its killed writer left behind, naming it: a stale marker to release
-        // (M in the dashboard, mihari release-marker resumer).
-        fs::copy(jobs.join("dead.lock"), jobs.join("resumer.resuming"))?;
-        fs::write(jobs.join("resumer.log"), "resuming from shard 212\n")?;
-        wait_for(&jobs.join("frozen.progress"), 2)?;
-        let _ = kill(Pid::from_raw(frozen as i32), Signal::SIGSTOP);
-        Ok(())
+/// Starts the simulated jobs (and leaves what the others left behind); how many of them it
+/// left running (the one it killed at once is not counted).
+fn start_crew(keeper: &Keeper, exe: &Path, root: &Path, ids: &[&str]) -> std::io::Result<usize> {
+    let mut started = 0;
+    let mut worker = |args: &[&str]| {
+        started += 1;
+        start_worker(keeper, exe, args)
+    };
+    let folders = |id: &str| job_folder(root, id);
+    let text = |path: PathBuf| path.to_string_lossy().into_owned();
+    // Every job has a folder, those played by no process too (a restart runs there).
+    for id in ids {
+        folders(id)?;
     }
+    let at = |id: &str, file: &str| text(root.join("jobs").join(id).join(file));
 
-    /// Kills a worker with SIGKILL, so it cannot clean up its lock, and reaps it: its lock
-    /// now names a dead process, not a zombie.
-    fn kill_and_reap(&mut self, pid: u32) {
-        if let Some(at) = self.children.iter().position(|c| c.id() == pid) {
-            let mut child = self.children.remove(at);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    // The seed's 303 s case, in seconds: a fast log keeps a slow progress file honest.
+    worker(&[
+        "--lock",
+        &at("seed303", "seed303.lock"),
+        "--log",
+        &at("seed303", "seed303.log"),
+        "--progress",
+        &at("seed303", "seed303.progress"),
+        "--log-every-ms",
+        "250",
+        "--progress-every-ms",
+        "4000",
+        "--total",
+        "5121",
+        "--start-at",
+        "1800",
+    ])?;
+    // Alive but frozen with SIGSTOP: STALLED once stall_sec (2 s) passes.
+    let frozen = worker(&[
+        "--lock",
+        &at("frozen", "frozen.lock"),
+        "--log",
+        &at("frozen", "frozen.log"),
+        "--progress",
+        &at("frozen", "frozen.progress"),
+        "--log-every-ms",
+        "100",
+        "--progress-every-ms",
+        "100",
+        "--total",
+        "800",
+    ])?;
+    // Killed without cleanup: its lock names a dead process.
+    let dead = worker(&[
+        "--lock",
+        &at("dead_lock", "dead.lock"),
+        "--log",
+        &at("dead_lock", "dead.log"),
+        "--progress",
+        &at("dead_lock", "dead.progress"),
+        "--log-every-ms",
+        "100",
+        "--progress-every-ms",
+        "50",
+        "--total",
+        "400",
+    ])?;
+    // Ran, then crashed: lock removed, traceback in the log, not complete.
+    worker(&[
+        "--lock",
+        &at("crashed", "crashed.lock"),
+        "--log",
+        &at("crashed", "crashed.log"),
+        "--progress",
+        &at("crashed", "crashed.progress"),
+        "--progress-every-ms",
+        "20",
+        "--total",
+        "1000",
+        "--crash-after-ms",
+        "400",
+    ])?;
+    // Ran to the end.
+    worker(&[
+        "--lock",
+        &at("complete", "complete.lock"),
+        "--log",
+        &at("complete", "complete.log"),
+        "--progress",
+        &at("complete", "complete.progress"),
+        "--progress-every-ms",
+        "5",
+        "--total",
+        "120",
+        "--finish",
+    ])?;
+    // Running, but its check finds gaps: RED, and dispatch is held.
+    worker(&[
+        "--lock",
+        &at("gaps", "gaps.lock"),
+        "--log",
+        &at("gaps", "gaps.log"),
+        "--progress",
+        &at("gaps", "gaps.progress"),
+        "--log-every-ms",
+        "400",
+        "--progress-every-ms",
+        "300",
+        "--total",
+        "3000",
+        "--start-at",
+        "120",
+    ])?;
+    // Progress in a SQLite table.
+    worker(&[
+        "--lock",
+        &at("table", "table.lock"),
+        "--table",
+        &at("table", "table.sqlite"),
+        "--progress-every-ms",
+        "300",
+        "--total",
+        "2000",
+    ])?;
+    // A phased pipeline part-way through its manifest.
+    worker(&[
+        "--lock",
+        &at("phases", "phases.lock"),
+        "--log",
+        &at("phases", "phases.log"),
+        "--manifest",
+        &at("phases", "phases.manifest.json"),
+        "--progress-every-ms",
+        "1500",
+        "--log-every-ms",
+        "700",
+        "--total",
+        "7",
+    ])?;
+    // A log full of escape sequences.
+    worker(&[
+        "--lock",
+        &at("hostile", "hostile.lock"),
+        "--log",
+        &at("hostile", "hostile.log"),
+        "--log-every-ms",
+        "300",
+        "--hostile",
+        "--total",
+        "10",
+    ])?;
+    // Alive, logging, but its progress file is a folder: a fault, never "no progress".
+    fs::create_dir_all(root.join("jobs/broken/broken.progress"))?;
+    worker(&[
+        "--lock",
+        &at("broken", "broken.lock"),
+        "--log",
+        &at("broken", "broken.log"),
+        "--log-every-ms",
+        "300",
+        "--total",
+        "10",
+    ])?;
+    // Started by hand (as in a tmux pane): no lock at all, found by its command line.
+    worker(&[
+        "--log",
+        &at("notebook", "notebook.log"),
+        "--log-every-ms",
+        "500",
+        "--total",
+        "100000",
+    ])?;
+    // A tqdm loop: its progress is only the bar it redraws with carriage returns.
+    worker(&[
+        "--lock",
+        &at("tqdm_train", "tqdm.lock"),
+        "--log",
+        &at("tqdm_train", "tqdm.log"),
+        "--style",
+        "tqdm",
+        "--log-every-ms",
+        "200",
+        "--progress-every-ms",
+        "150",
+        "--total",
+        "2000",
+    ])?;
+    // A training loop that prints `epoch E/N step S/M` lines and nothing else.
+    worker(&[
+        "--lock",
+        &at("steps", "steps.lock"),
+        "--log",
+        &at("steps", "steps.log"),
+        "--style",
+        "steps",
+        "--log-every-ms",
+        "300",
+        "--progress-every-ms",
+        "100",
+        "--total",
+        "5000",
+    ])?;
+    // A lock written by something else, which nobody can parse: liveness unknown.
+    let jobs = root.join("jobs");
+    fs::write(
+        jobs.join("mystery/mystery.lock"),
+        "held by the nightly backup, ask ops\n",
+    )?;
+    fs::write(jobs.join("mystery/mystery.log"), "backup window opened\n")?;
 
-    /// Starts `mihari sim worker` in its own process group and returns its PID.
-    fn worker(&mut self, exe: &Path, args: &[&str]) -> std::io::Result<u32> {
-        let child = Command::new(exe)
-            .args(["sim", "worker", "--parent", &std::process::id().to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        let pid = child.id();
-        self.children.push(child);
-        Ok(pid)
+    wait_for(&jobs.join("dead_lock/dead.progress"), 3)?;
+    kill_and_reap(dead);
+    started -= 1;
+    // A resume marker its killed writer left behind, naming it: a stale marker to release
+    // (M in the dashboard, mihari release-marker resumer).
+    fs::copy(
+        jobs.join("dead_lock/dead.lock"),
+        jobs.join("resumer/resumer.resuming"),
+    )?;
+    fs::write(
+        jobs.join("resumer/resumer.log"),
+        "resuming from shard 212\n",
+    )?;
+    wait_for(&jobs.join("frozen/frozen.progress"), 2)?;
+    let _ = kill(Pid::from_raw(frozen as i32), Signal::SIGSTOP);
+    Ok(started)
+}
+
+/// Kills a worker with SIGKILL, so it cannot clean up its lock, and reaps it: its lock now
+/// names a dead process, not a zombie.
+fn kill_and_reap(pid: u32) {
+    let pid = Pid::from_raw(pid as i32);
+    if kill(pid, Signal::SIGKILL).is_ok() {
+        let _ = waitpid(pid, None);
     }
 }
 
-impl Drop for Crew {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let group = Pid::from_raw(child.id() as i32);
-            let _ = killpg(group, Signal::SIGKILL);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// Starts `mihari sim worker` in its own process group, marked as the demo's; its PID. The
+/// keeper reaps it when it ends.
+fn start_worker(keeper: &Keeper, exe: &Path, args: &[&str]) -> std::io::Result<u32> {
+    let child = keeper
+        .mark(&mut Command::new(exe))
+        .args(["sim", "worker", "--parent", &std::process::id().to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    // Reaped by the keeper, never through the handle (dropping it waits for nothing).
+    Ok(child.id())
 }
 
 /// Waits until the file at `path` has at least `lines` lines (the worker got going).
@@ -577,12 +667,14 @@ fn wait_for(path: &Path, lines: usize) -> std::io::Result<()> {
 }
 
 /// The sandbox's jobs file: every state and bucket of SPEC §4, thresholds in seconds. Restart
-/// commands leave the lock to `mihari run`, which a restart runs them under.
+/// commands leave the lock to `mihari run`, which a restart runs them under, in the job's own
+/// folder (its workspace: a restart of one job is never held by another's cooldown).
 fn jobs_yaml(exe: &Path, sandbox: &Path) -> String {
     let exe = exe.display();
     // The notebook's pattern names this sandbox's own log: two demos on one machine (or a
     // demo beside a test of it) never match each other's notebook process.
-    let notebook = regex::escape(&sandbox.join("jobs").display().to_string()).replace('\'', "''");
+    let notebook =
+        regex::escape(&sandbox.join("jobs/notebook").display().to_string()).replace('\'', "''");
     format!(
         r#"# The mihari demo sandbox. Every job is played by a real process or what one left.
 settings:
@@ -591,76 +683,76 @@ jobs:
   - id: seed303
     name: Bulk fetch (the 303 s case, in seconds)
     owner: data-team
-    lock: jobs/seed303.lock
-    log: jobs/seed303.log
-    progress_file: jobs/seed303.progress
+    lock: jobs/seed303/seed303.lock
+    log: jobs/seed303/seed303.log
+    progress_file: jobs/seed303/seed303.progress
     stall_sec: 3
     expected_total: 5121
     should_run_when: [not_complete, resource_free]
     auto_restart_blocked_reason: server-side error not yet understood
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/seed303.log", "--progress", "jobs/seed303.progress"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "seed303.log", "--progress", "seed303.progress"]
+      cwd: jobs/seed303
   - id: frozen
     name: Training run frozen with SIGSTOP
     owner: ml-team
-    lock: jobs/frozen.lock
-    log: jobs/frozen.log
-    progress_file: jobs/frozen.progress
+    lock: jobs/frozen/frozen.lock
+    log: jobs/frozen/frozen.log
+    progress_file: jobs/frozen/frozen.progress
     stall_sec: 2
     expected_total: 800
     should_run_when: [not_complete]
   - id: dead_lock
     name: Export killed without cleanup
     owner: data-team
-    lock: jobs/dead.lock
-    log: jobs/dead.log
-    progress_file: jobs/dead.progress
+    lock: jobs/dead_lock/dead.lock
+    log: jobs/dead_lock/dead.log
+    progress_file: jobs/dead_lock/dead.progress
     stall_sec: 5
     expected_total: 400
     should_run_when: [not_complete]
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/dead.log", "--progress", "jobs/dead.progress", "--total", "400"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "dead.log", "--progress", "dead.progress", "--total", "400"]
+      cwd: jobs/dead_lock
   - id: crashed
     name: Crawler that crashed after running
     owner: data-team
-    lock: jobs/crashed.lock
-    log: jobs/crashed.log
-    progress_file: jobs/crashed.progress
+    lock: jobs/crashed/crashed.lock
+    log: jobs/crashed/crashed.log
+    progress_file: jobs/crashed/crashed.progress
     stall_sec: 5
     expected_total: 1000
     should_run_when: [not_complete, resource_free]
     auto_restart: true
     auto_restart_reason: "cause known: upstream 503s; procedure: rerun, it resumes from the progress file"
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/crashed.log", "--progress", "jobs/crashed.progress", "--total", "1000"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "crashed.log", "--progress", "crashed.progress", "--total", "1000"]
+      cwd: jobs/crashed
   - id: never_started
     name: Next batch, never started
     owner: batch-team
-    lock: jobs/next.lock
-    log: jobs/next.log
-    progress_file: jobs/next.progress
+    lock: jobs/never_started/next.lock
+    log: jobs/never_started/next.log
+    progress_file: jobs/never_started/next.progress
     expected_total: 500
     should_run_when: [not_complete, resource_free]
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/next.log", "--progress", "jobs/next.progress", "--total", "500"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "next.log", "--progress", "next.progress", "--total", "500"]
+      cwd: jobs/never_started
   - id: complete
     name: Yesterday's export
     owner: batch-team
-    lock: jobs/complete.lock
-    log: jobs/complete.log
-    progress_file: jobs/complete.progress
+    lock: jobs/complete/complete.lock
+    log: jobs/complete/complete.log
+    progress_file: jobs/complete/complete.progress
     expected_total: 120
     should_run_when: [not_complete]
   - id: gaps
     name: Sensor ingest with a failing gap check
     owner: ingest-team
-    lock: jobs/gaps.lock
-    log: jobs/gaps.log
-    progress_file: jobs/gaps.progress
+    lock: jobs/gaps/gaps.lock
+    log: jobs/gaps/gaps.log
+    progress_file: jobs/gaps/gaps.progress
     stall_sec: 5
     expected_total: 3000
     should_run_when: [not_complete]
@@ -672,9 +764,9 @@ jobs:
   - id: table
     name: Labelling queue (SQLite progress table)
     owner: ml-team
-    lock: jobs/table.lock
+    lock: jobs/table/table.lock
     progress_table:
-      db: jobs/table.sqlite
+      db: jobs/table/table.sqlite
       table: progress
       time_column: updated_at
     stall_sec: 5
@@ -683,53 +775,53 @@ jobs:
   - id: phases
     name: Publishing pipeline (run manifest)
     owner: content-team
-    lock: jobs/phases.lock
-    log: jobs/phases.log
-    manifest: jobs/phases.manifest.json
+    lock: jobs/phases/phases.lock
+    log: jobs/phases/phases.log
+    manifest: jobs/phases/phases.manifest.json
     stall_sec: 5
     should_run_when: [resource_free]
   - id: hostile
     name: Job whose log is full of escape sequences
     owner: unknown
-    lock: jobs/hostile.lock
-    log: jobs/hostile.log
+    lock: jobs/hostile/hostile.lock
+    log: jobs/hostile/hostile.log
     stall_sec: 5
     should_run_when: [resource_free]
   - id: broken
     name: Job whose progress file is a folder
     owner: data-team
-    lock: jobs/broken.lock
-    log: jobs/broken.log
-    progress_file: jobs/broken.progress
+    lock: jobs/broken/broken.lock
+    log: jobs/broken/broken.log
+    progress_file: jobs/broken/broken.progress
     stall_sec: 5
     expected_total: 100
     should_run_when: [not_complete]
   - id: mystery
     name: Lock written by another tool
     owner: ops
-    lock: jobs/mystery.lock
-    log: jobs/mystery.log
+    lock: jobs/mystery/mystery.lock
+    log: jobs/mystery/mystery.log
     should_run_when: [resource_free]
   - id: idle
     name: GPU job waiting for the fetcher's lock
     owner: ml-team
-    lock: jobs/idle.lock
-    log: jobs/idle.log
-    resource_lock: jobs/seed303.lock
+    lock: jobs/idle/idle.lock
+    log: jobs/idle/idle.log
+    resource_lock: jobs/seed303/seed303.lock
     should_run_when: [resource_free]
   - id: tqdm_train
     name: A tqdm loop (progress only in its carriage-return frames)
     owner: ml-team
-    lock: jobs/tqdm.lock
-    log: jobs/tqdm.log
+    lock: jobs/tqdm_train/tqdm.lock
+    log: jobs/tqdm_train/tqdm.log
     log_progress: {{preset: tqdm}}
     stall_sec: 5
     should_run_when: [not_complete]
   - id: steps
     name: Training loop that prints epoch/step lines
     owner: ml-team
-    lock: jobs/steps.lock
-    log: jobs/steps.log
+    lock: jobs/steps/steps.lock
+    log: jobs/steps/steps.log
     log_progress:
       pattern: 'step (?P<done>\d+)/(?P<total>\d+)'
     stall_sec: 5
@@ -737,9 +829,9 @@ jobs:
   - id: resumer
     name: Resume step whose writer was killed (a stale marker to release)
     owner: data-team
-    log: jobs/resumer.log
+    log: jobs/resumer/resumer.log
     markers:
-      - path: jobs/resumer.resuming
+      - path: jobs/resumer/resumer.resuming
         stale_after_sec: 3600
     should_run_when: [not_succeeded]
   - id: notebook
@@ -747,27 +839,27 @@ jobs:
     owner: ml-team
     process:
       cmdline: 'sim worker .*--log {notebook}/notebook\.log( |$)'
-    log: jobs/notebook.log
+    log: jobs/notebook/notebook.log
     stall_sec: 5
     should_run_when: [resource_free]
   - id: oneshot
     name: One-shot copy with nothing to count (like an rsync), run by mihari run
     owner: batch-team
-    lock: jobs/oneshot.lock
-    log: jobs/oneshot.log
+    lock: jobs/oneshot/oneshot.lock
+    log: jobs/oneshot/oneshot.log
     should_run_when: [not_succeeded]
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/oneshot.log", "--progress-every-ms", "10", "--total", "5", "--finish"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "oneshot.log", "--progress-every-ms", "10", "--total", "5", "--finish"]
+      cwd: jobs/oneshot
   - id: reindex
     name: Search reindex, paused by an operator
     owner: search-team
-    lock: jobs/reindex.lock
-    log: jobs/reindex.log
+    lock: jobs/reindex/reindex.lock
+    log: jobs/reindex/reindex.log
     should_run_when: [resource_free]
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "jobs/reindex.log", "--total", "50"]
-      cwd: .
+      command: ["{exe}", "sim", "worker", "--log", "reindex.log", "--total", "50"]
+      cwd: jobs/reindex
 "#
     )
 }

@@ -5,7 +5,8 @@
 //! progress file, inserts rows into a SQLite table, advances a run manifest phase by phase,
 //! crashes or finishes. mihari itself plays every part so the demo needs no Python and no
 //! shell. A worker dies with the demo that started it (parent-death signal), so quitting the
-//! demo never leaves processes behind. One part serves the crash tests instead of the demo:
+//! demo never leaves processes behind. `screen` is the demo's dashboard, run as the demo's
+//! child so that the demo reaps and ends whatever the dashboard starts. One part serves the crash tests instead of the demo:
 //! `append`, which appends events to the store and acknowledges each one on stdout.
 
 use std::fs::{self, OpenOptions};
@@ -28,6 +29,14 @@ pub struct SimArgs {
 pub enum SimPart {
     /// A worker: lock, log, progress, table, manifest.
     Worker(WorkerArgs),
+    /// The demo's dashboard, run as the demo's child: the dashboard on `config`, with
+    /// `greeting` on its status line until the first key.
+    Screen {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        greeting: Option<String>,
+    },
     /// A check: exit 0, or with `--fail MESSAGE` print it and exit 1.
     Check {
         #[arg(long, value_name = "MESSAGE")]
@@ -154,6 +163,13 @@ pub fn run(args: SimArgs) -> ExitCode {
             Err(error) => {
                 eprintln!("mihari sim worker: {error}");
                 ExitCode::from(70)
+            }
+        },
+        SimPart::Screen { config, greeting } => match crate::config::load(&config) {
+            Ok(config) => crate::tui::run_greeted(config, greeting),
+            Err(error) => {
+                eprintln!("mihari sim screen: {error}");
+                ExitCode::from(3)
             }
         },
         SimPart::Check { fail: None } => {

@@ -52,12 +52,22 @@ enum Input {
 
 /// Runs the dashboard on an already loaded jobs file.
 pub fn run_with(config: Config) -> ExitCode {
+    run_greeted(config, None)
+}
+
+/// Runs the dashboard with `greeting` on its status line until the first key: the demo says
+/// there whether a watcher runs in its sandbox.
+pub fn run_greeted(config: Config, greeting: Option<String>) -> ExitCode {
     terminal::run_full_screen("the dashboard", move |screen| {
-        Box::pin(event_loop(config, screen))
+        Box::pin(event_loop(config, greeting, screen))
     })
 }
 
-async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(), String> {
+async fn event_loop(
+    config: Config,
+    greeting: Option<String>,
+    screen: &mut terminal::Screen,
+) -> Result<(), String> {
     let (sender, mut inbox) = mpsc::unbounded_channel::<Input>();
     terminal::listen(&sender, Input::Terminal, Input::TerminalGone, || {
         Input::Signal
@@ -75,6 +85,9 @@ async fn event_loop(config: Config, screen: &mut terminal::Screen) -> Result<(),
     let mut model = Model::new(jobs, source, Theme::from_env(), Utc::now());
     model.zone = crate::probe::zone::Zone::machine();
     update(&mut model, Msg::Resize(width, height));
+    if let Some(greeting) = greeting {
+        update(&mut model, Msg::Status(greeting));
+    }
 
     // The first screen is drawn from the first gather, before the watches and holder waits
     // are set up (for a farm of thousands of jobs they take as long again); `settle` then
