@@ -48,6 +48,7 @@ fn job() -> JobSpec {
         timeouts: Timeouts::default(),
         stall_never: false,
         markers: Vec::new(),
+        slurm: None,
     }
 }
 

@@ -69,6 +69,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         timeouts: Timeouts::default(),
         stall_never: false,
         markers: Vec::new(),
+        slurm: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn job(i: usize) -> JobSpec {
         timeouts: Timeouts::default(),
         stall_never: false,
         markers: Vec::new(),
+        slurm: None,
     }
 }
 

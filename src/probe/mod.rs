@@ -17,6 +17,7 @@ pub mod proc;
 pub mod procscan;
 pub mod rotation;
 pub mod safe_open;
+pub mod slurm;
 pub mod table;
 pub mod tail;
 pub mod zone;
@@ -39,6 +40,8 @@ pub struct Prober {
     matcher: procscan::Matcher,
     /// Every job's `log_progress.pattern`, compiled once.
     log_progress: log_progress::LogProgressReader,
+    /// `squeue --json`, and the fault it last gave.
+    slurm: slurm::SlurmReader,
 }
 
 impl Prober {
@@ -64,6 +67,12 @@ impl Prober {
         self.matcher.scan(jobs)
     }
 
+    /// Runs `squeue --json` once for every job of `jobs` that declares `slurm:`: the part of
+    /// a pass those jobs share. Runs nothing when none declares it.
+    pub fn scan_slurm(&mut self, jobs: &[JobSpec]) -> slurm::SlurmScan {
+        self.slurm.scan(jobs)
+    }
+
     /// Reads every source `job` declares, except its checks (they run on their own schedule,
     /// see [`checks`]). Never fails: a source that cannot be read is a fault in the evidence.
     /// A job declared by `process` costs a scan of `/proc` of its own here: a pass over many
@@ -74,12 +83,18 @@ impl Prober {
         } else {
             procscan::ProcessScan::default()
         };
-        self.gather_in(job, &scan)
+        let slurm = self.slurm.scan(std::slice::from_ref(job));
+        self.gather_in(job, &scan, &slurm)
     }
 
-    /// [`Prober::gather`] with the pass's process scan.
-    pub fn gather_in(&mut self, job: &JobSpec, scan: &procscan::ProcessScan) -> Evidence {
-        self.gather_with_lock(job, scan, read_job_lock(job))
+    /// [`Prober::gather`] with the pass's process scan and Slurm's list.
+    pub fn gather_in(
+        &mut self,
+        job: &JobSpec,
+        scan: &procscan::ProcessScan,
+        slurm: &slurm::SlurmScan,
+    ) -> Evidence {
+        self.gather_with_lock(job, scan, slurm, read_job_lock(job))
     }
 
     /// [`Prober::gather_in`] with the job's lock already read ([`read_job_lock`]): a pass over
@@ -89,6 +104,7 @@ impl Prober {
         &mut self,
         job: &JobSpec,
         scan: &procscan::ProcessScan,
+        slurm: &slurm::SlurmScan,
         lock: Option<Reading<LockHolder>>,
     ) -> Evidence {
         let resource_lock = match (&job.resource_lock, &job.lock) {
@@ -98,7 +114,15 @@ impl Prober {
             }
             (None, _) => None,
         };
-        let log = job.log.as_deref().map(|path| self.logs.read(path));
+        let slurm = slurm.reading(job);
+        // A Slurm job's StdOut is its log when it declares none (SPEC §12).
+        let slurm_log = match (&job.log, &slurm) {
+            // Only once it has started: a queued job has written nothing yet.
+            (None, Some(Reading::Found(held))) if held.started.is_some() => held.stdout.clone(),
+            _ => None,
+        };
+        let log_path = job.log.as_deref().or(slurm_log.as_deref());
+        let log = log_path.map(|path| self.logs.read(path));
         let log_missing = log.as_ref().and_then(|log| log.missing.clone());
         let process = scan.reading(job);
         Evidence {
@@ -112,8 +136,11 @@ impl Prober {
                 .manifest
                 .as_deref()
                 .map(|path| Box::new(manifest::read_manifest(path))),
-            log_progress: match (&job.log, &job.log_progress) {
+            log_progress: match (log_path, &job.log_progress) {
                 (Some(log), Some(spec)) => Some(Box::new(self.log_progress.read(log, spec))),
+                // A Slurm job whose StdOut is not known (queued, no job yet, or Slurm cannot
+                // be read: that fault is the holder's, said once): nothing printed yet.
+                (None, Some(_)) if job.slurm.is_some() => Some(Box::new(Reading::Empty)),
                 _ => None,
             },
             // The engine fills these from what it kept of earlier passes.
@@ -125,6 +152,7 @@ impl Prober {
                 .filter(|_| !matches!(process, Some(Reading::Found(_))))
                 .map(|kept| Box::new(lock::read_lock_as(kept, safe_open::Role::KeptLock))),
             process,
+            slurm: slurm.map(Box::new),
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),
