@@ -426,3 +426,180 @@ fn a_controller_that_cannot_be_reached_is_unknown_never_not_running() {
     });
     assert_eq!(row["slurm"]["id"], id.to_string());
 }
+
+// Slurm 22.05's real output, captured from the test cluster into tests/fixtures/slurm, read
+// by the pure parser (and by `read_squeue` through a stand-in `squeue` that prints it).
+
+fn fixture(name: &str) -> Vec<u8> {
+    fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/slurm")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn parsed(name: &str) -> Vec<mihari::core::SlurmJob> {
+    mihari::probe::slurm::parse_squeue(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn by_id(jobs: &[mihari::core::SlurmJob], id: u64) -> &mihari::core::SlurmJob {
+    jobs.iter().find(|job| job.id == id).unwrap()
+}
+
+#[test]
+fn every_state_of_a_real_squeue_is_read_in_slurms_words() {
+    let jobs = parsed("squeue-22.05-states.json");
+    let rows = [
+        // id, state, reason, the end as a run's end
+        (1, "FAILED", Some("NonZeroExitCode"), Some("exit 1")),
+        (2, "PENDING", Some("JobHeldUser"), None),
+        (3, "FAILED", Some("NonZeroExitCode"), Some("exit 3")),
+        (
+            4,
+            "CANCELLED",
+            Some("Resources"),
+            Some("ended as CANCELLED"),
+        ),
+        (5, "TIMEOUT", Some("TimeLimit"), Some("ended as TIMEOUT")),
+        (9, "RUNNING", None, None),
+        (10, "COMPLETED", None, Some("exit 0")),
+        (11, "SUSPENDED", None, None),
+        (
+            12,
+            "FAILED",
+            Some("JobLaunchFailure"),
+            Some("killed by SIGKILL"),
+        ),
+    ];
+    for (id, state, reason, end) in rows {
+        let job = by_id(&jobs, id);
+        assert_eq!(job.state, state, "{job:?}");
+        assert_eq!(job.reason.as_deref(), reason, "{job:?}");
+        assert_eq!(job.end_words().as_deref(), end, "{job:?}");
+    }
+    let running = by_id(&jobs, 9);
+    assert_eq!(
+        running.ended, None,
+        "a running job's end_time is its limit, not an end"
+    );
+    assert_eq!(
+        running.stdout.as_deref(),
+        Some(Path::new("/tmp/slurmtry.4h3z/jobs/m-tqdm-9.out")),
+        "sbatch -o '%x-%j.out' filled in"
+    );
+    assert_eq!(by_id(&jobs, 3).exit_status, Some(768));
+    assert!(
+        by_id(&jobs, 2).started.is_none(),
+        "a queued job has not started"
+    );
+}
+
+#[test]
+fn array_tasks_and_output_patterns_are_read_as_sbatch_wrote_them() {
+    let jobs = parsed("squeue-22.05-array-and-patterns.json");
+    assert_eq!(
+        by_id(&jobs, 13).stdout.as_deref(),
+        Some(Path::new(
+            "/tmp/slurmtry.4h3z/jobs/p-13-batch-vm-0-0-root-m-pat-00013-%.out"
+        ))
+    );
+    let task = by_id(&jobs, 15);
+    assert_eq!(task.array.as_deref(), Some("14_0"));
+    assert_eq!(
+        task.stdout.as_deref(),
+        Some(Path::new("/tmp/slurmtry.4h3z/jobs/a-14-0-15.out"))
+    );
+    let pending = parsed("squeue-22.05-pending-array.json");
+    let array = by_id(&pending, 8);
+    assert_eq!(array.array.as_deref(), Some("8_[0-4]"));
+    assert_eq!(array.stdout, None, "which task's file is not known yet");
+    // sbatch's default file, in the folder it was submitted from.
+    assert_eq!(
+        by_id(&pending, 7).stdout.as_deref(),
+        Some(Path::new("/tmp/slurmtry.4h3z/jobs/slurm-7.out"))
+    );
+}
+
+#[test]
+fn a_controller_down_is_a_fault_though_squeue_exits_0_with_an_empty_list() {
+    let fault = mihari::probe::slurm::parse_squeue(&fixture("squeue-22.05-controller-down.json"))
+        .expect_err("an empty list with errors is no list");
+    assert!(fault.contains("slurm_load_jobs"), "{fault}");
+    assert!(
+        fault.contains("is slurmctld running and reachable"),
+        "{fault}"
+    );
+}
+
+/// A stand-in `squeue` that prints `stdout`, `stderr` and exits `code`, or sleeps first.
+fn stand_in(dir: &Path, stdout: &str, stderr: &str, code: i32, sleep: u32) -> PathBuf {
+    let program = dir.join("squeue");
+    fs::write(
+        &program,
+        format!("#!/bin/sh\nsleep {sleep}\ncat '{stdout}'\ncat '{stderr}' >&2\nexit {code}\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    program
+}
+
+#[test]
+fn a_munge_error_is_a_fault_that_names_munge() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm");
+    let program = stand_in(
+        dir.path(),
+        &fixtures
+            .join("squeue-22.05-munge-down.json")
+            .display()
+            .to_string(),
+        &fixtures
+            .join("squeue-22.05-munge-down.stderr")
+            .display()
+            .to_string(),
+        0,
+        0,
+    );
+    let fault = mihari::probe::slurm::read_squeue(&program, Duration::from_secs(10))
+        .expect_err("a munge error is a fault");
+    assert!(fault.contains("Munge encode failed"), "{fault}");
+}
+
+#[test]
+fn a_hung_squeue_is_killed_and_a_fault_never_a_hung_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = stand_in(dir.path(), "/dev/null", "/dev/null", 0, 600);
+    let fault = mihari::probe::slurm::read_squeue(&program, Duration::from_secs(1))
+        .expect_err("no answer is a fault");
+    assert!(
+        fault.contains("did not answer within 1 s (killed)"),
+        "{fault}"
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("sh {}", program.display())])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "the stand-in is gone");
+}
+
+#[test]
+fn json_of_a_version_not_known_or_not_json_is_a_fault_never_an_empty_list() {
+    let text = String::from_utf8(fixture("squeue-22.05-states.json"))
+        .unwrap()
+        .replace("openapi\\/v0.0.38", "openapi\\/v0.0.41")
+        .replace("\"release\": \"22.05.8\"", "\"release\": \"24.05.1\"");
+    let fault = mihari::probe::slurm::parse_squeue(text.as_bytes()).expect_err("not known");
+    assert!(
+        fault.contains("'openapi/v0.0.41' (Slurm 24.05.1)"),
+        "{fault}"
+    );
+    let fault = mihari::probe::slurm::parse_squeue(b"squeue: error: x").expect_err("not JSON");
+    assert!(fault.contains("not JSON"), "{fault}");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("squeue");
+    let fault = mihari::probe::slurm::read_squeue(&missing, Duration::from_secs(1))
+        .expect_err("not installed");
+    assert!(fault.contains("slurm-client"), "{fault}");
+}

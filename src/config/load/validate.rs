@@ -509,9 +509,11 @@ fn job(
                 return Err(src.refuse(
                     *at_slurm,
                     format!(
-                        "{the_job} declares both slurm and {key}: Slurm is the holder of a job \
-                         it runs (its own word, from squeue), so a {key} beside it could only \
-                         disagree; remove {key}, or remove slurm for a job that runs here"
+                        "{the_job} declares both slurm (at {}) and {key}: Slurm is the holder \
+                         of a job it runs (its own word, from squeue), so a {key} beside it \
+                         could only disagree; remove {key}, or remove slurm for a job that runs \
+                         here",
+                        src.quote_at(*at_slurm)
                     ),
                 ));
             }
@@ -527,9 +529,10 @@ fn job(
             return Err(src.refuse(
                 at,
                 format!(
-                    "restart.command (or routes) of {the_job} is not used for a Slurm job: \
-                     slurm.submit is what restart runs (or slurm.requeue: true); move the \
-                     command there, and keep restart for its cwd and env"
+                    "restart.command (or routes) of {the_job} (at {}) is not used for a Slurm \
+                     job: slurm.submit is what restart runs (or slurm.requeue: true); move the \
+                     command there, and keep restart for its cwd and env",
+                    src.quote_at(at)
                 ),
             ));
         }
@@ -841,8 +844,9 @@ fn slurm_spec(
             return Err(src.refuse(
                 at,
                 format!(
-                    "slurm of {the_job} has both submit and requeue: true: keep one (submit \
-                     makes a new job; requeue runs the same job id again)"
+                    "slurm of {the_job} has both submit and requeue {}: keep one (submit \
+                     makes a new job; requeue runs the same job id again)",
+                    src.quote_at(at)
                 ),
             ));
         }
@@ -850,9 +854,10 @@ fn slurm_spec(
             return Err(src.refuse(
                 at_submit.unwrap_or(at),
                 format!(
-                    "slurm.submit of {the_job} makes a new job with a new id, which job_id \
+                    "slurm.submit {} of {the_job} makes a new job with a new id, which job_id \
                      would not follow: name the job by job_name, or restart it with \
-                     requeue: true"
+                     requeue: true",
+                    src.quote_at(at_submit.unwrap_or(at))
                 ),
             ));
         }
