@@ -20,6 +20,7 @@
 //! | a farm of 10,000 such jobs (`farm`): `mihari check --json`; the dashboard's first full frame (from its start until the header counts every job) and its RSS then and after the activity, and once more with the jobs file just saved (its YAML parsed again, no kept parse matching); the idle window with every job quiet, opened once the watcher's first pass has recorded a `state-changed` for every job (the whole window and its median slice are both printed) | check at most 1.0x the floor; first frame at most 0.5 s; RSS at most 80 MB; idle at most 0.05 % | the same floors as above |
 //! | a death on a remote host on the fleet screen (`fleet`): a job's process killed on one of two hosts over a loopback sshd, 20 samples | p99 at most 500 ms | the same death on that host's local dashboard |
 //! | 20 hosts (20 jobs files over one loopback sshd): the fleet screen's first merged frame, from its start until the header counts every host's job, cold and over a ControlMaster, as the bench's user and as a fleet account whose login shell is /bin/sh | at most 2 s | twenty `ssh HOST true` at once, and `mihari fleet check --json` on the same hosts |
+//! | `mihari check --json` over 500 jobs Slurm runs, 500 held batch jobs on a one-node cluster of the bench's own (`slurm`) | at most 1.5x the floor, and one `squeue` call | one bare `squeue --json` listing them, in the same run |
 //! | a reload of the 1,000-job file while the dashboard is open (`reload`): a job appended, saved in place or by rename, 20 times | p99 at most 100 ms from the save to the screen counting the new job; no unchanged progress file counted again (the bytes the dashboard read per reload, `/proc/PID/io` rchar, against one progress file's size) | — |
 //!
 //! The fleet is a temporary folder with 1,000 jobs (`job0000`..`job0999`), each with a JSON
@@ -33,8 +34,9 @@
 //!
 //! Knobs (environment), defaults give the README's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,slurm`
 //!   (default all).
+//! - `MIHARI_BENCH_SLURM_JOBS` (500): the Slurm jobs of `slurm`.
 //! - `MIHARI_BENCH_LOG_GIB` (1): the big log of `log_progress`.
 //! - `MIHARI_BENCH_FARM_JOBS` (10000): the farm's jobs (its RSS runs, activity and idle
 //!   window follow the knobs below).
@@ -74,6 +76,9 @@ use common::*;
 
 #[path = "parts/fleet.rs"]
 mod fleet_part;
+
+#[path = "parts/slurm.rs"]
+mod slurm_part;
 
 /// The owner of the three measured jobs, and the dashboard filter that shows exactly them.
 const MEASURED: &str = "measured";
@@ -226,6 +231,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("fleet") {
         fleet_part::measure_fleet(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("slurm") {
+        slurm_part::measure_slurm(&knobs, exe, &mut table)?;
     }
     if knobs.wants("idle") {
         measure_idle(&knobs, exe, &mut table)?;

@@ -603,3 +603,67 @@ fn json_of_a_version_not_known_or_not_json_is_a_fault_never_an_empty_list() {
         .expect_err("not installed");
     assert!(fault.contains("slurm-client"), "{fault}");
 }
+
+#[test]
+fn one_squeue_per_pass_whatever_the_number_of_slurm_jobs() {
+    // A stand-in squeue on PATH that counts its calls and prints real output.
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm");
+    let calls = dir.path().join("calls");
+    let bin = dir.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let program = bin.join("squeue");
+    fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\ncat '{}'\n",
+            calls.display(),
+            fixtures.join("squeue-22.05-states.json").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let jobs: String = ["m-run", "m-held", "m-exit3", "m-time", "m-tqdm", "m-susp"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            format!(
+                "  - id: j{i}\n    slurm: {{ job_name: {name}, user: root }}\n    should_run_when: [not_succeeded]\n"
+            )
+        })
+        .collect();
+    let config = dir.path().join("jobs.yaml");
+    fs::write(
+        &config,
+        format!(
+            "settings:\n  state_dir: {}\njobs:\n{jobs}",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = Command::cargo_bin("mihari")
+        .unwrap()
+        .env("PATH", path)
+        .args(["check", "--json", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let states: Vec<&str> = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["slurm"]["state"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(states.len(), 6);
+    for state in ["FAILED", "PENDING", "TIMEOUT", "RUNNING", "SUSPENDED"] {
+        assert!(states.contains(&state), "{states:?}");
+    }
+    assert_eq!(
+        fs::read_to_string(&calls).unwrap(),
+        "--json\n",
+        "one squeue --json for six Slurm jobs"
+    );
+}

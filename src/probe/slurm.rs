@@ -220,8 +220,9 @@ pub fn read_squeue(program: &Path, timeout: Duration) -> Result<Vec<SlurmJob>, S
     let stderr = String::from_utf8_lossy(&stderr);
     if !status.success() {
         return Err(format!(
-            "'{shown} --json' failed ({status}){}",
-            stderr_words(&stderr)
+            "'{shown} --json' failed ({status}){} ({})",
+            stderr_words(&stderr),
+            cluster_words()
         ));
     }
     parse_squeue(&stdout).map_err(|error| format!("{error}{}", stderr_words(&stderr)))
