@@ -302,7 +302,10 @@ fn a_job_that_exits_3_is_a_failed_run_recorded_once_and_restarted_by_submit() {
     assert!(second > first, "{reason}");
     assert!(reason.ends_with("is listed"), "{reason}");
     let row = watch.row_when("oneshot", Duration::from_secs(30), |row| {
-        row["slurm"]["id"] == second.to_string()
+        row["slurm"]["id"]
+            .as_str()
+            .and_then(|id| id.parse::<u64>().ok())
+            == Some(second)
     });
     assert!(
         ["RUNNING", "NOT_RUNNING"].contains(&row["state"].as_str().unwrap()),
