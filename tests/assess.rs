@@ -1202,6 +1202,24 @@ fn rows() -> Vec<Row> {
             says: "the last run exited 1",
         },
         Row {
+            name: "a Slurm job forgotten by Slurm with its StdOut unknown cannot be counted",
+            job: JobSpec {
+                log_progress: Some(mihari::config::LogProgress::Tqdm),
+                should_run_when: vec![Predicate::NotComplete],
+                ..slurm_job()
+            },
+            evidence: Evidence {
+                slurm: Some(Box::new(Reading::Empty)),
+                log_progress: Some(Box::new(Reading::Fault(
+                    "the job's StdOut is not known: Slurm lists no job of it".into(),
+                ))),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "not_complete cannot be evaluated: log_progress: fault",
+        },
+        Row {
             name: "resource_free of a Slurm job holds when Slurm lists none of it",
             job: JobSpec {
                 should_run_when: vec![Predicate::ResourceFree],

@@ -286,6 +286,17 @@ pub fn assess_sampled(
         .as_ref()
         .and_then(|run| run.exit.clone());
 
+    // A job Slurm lists nothing of: said, with what that means for its StdOut.
+    if let (Some(Reading::Empty), Some(spec)) = (evidence.slurm.as_deref(), &job.slurm) {
+        let which = match &spec.job {
+            crate::config::SlurmJobRef::Name(name) => format!("named '{name}'"),
+            crate::config::SlurmJobRef::Id(id) => format!("{id}"),
+        };
+        reasons.push(format!(
+            "slurm: Slurm lists no job {which} (it forgets an ended job after MinJobAge, 300 s \
+             by default, where no accounting runs)"
+        ));
+    }
     // A Slurm job that ended: which one, and how, in Slurm's words.
     if let Some(Reading::Found(held)) = evidence.slurm.as_deref()
         && held.phase() == super::slurm::SlurmPhase::Ended

@@ -42,6 +42,9 @@ pub struct Prober {
     log_progress: log_progress::LogProgressReader,
     /// `squeue --json`, and the fault it last gave.
     slurm: slurm::SlurmReader,
+    /// The StdOut each Slurm job last had, by mihari job id: still read once Slurm has
+    /// forgotten the job (MinJobAge), so that what it printed last still counts.
+    slurm_logs: std::collections::HashMap<String, std::path::PathBuf>,
 }
 
 impl Prober {
@@ -118,7 +121,14 @@ impl Prober {
         // A Slurm job's StdOut is its log when it declares none (SPEC §12).
         let slurm_log = match (&job.log, &slurm) {
             // Only once it has started: a queued job has written nothing yet.
-            (None, Some(Reading::Found(held))) if held.started.is_some() => held.stdout.clone(),
+            (None, Some(Reading::Found(held))) if held.started.is_some() => {
+                if let Some(stdout) = &held.stdout {
+                    self.slurm_logs.insert(job.id.clone(), stdout.clone());
+                }
+                held.stdout.clone()
+            }
+            // Forgotten by Slurm since: the StdOut it last had.
+            (None, Some(Reading::Empty)) => self.slurm_logs.get(&job.id).cloned(),
             _ => None,
         };
         let log_path = job.log.as_deref().or(slurm_log.as_deref());
@@ -138,9 +148,17 @@ impl Prober {
                 .map(|path| Box::new(manifest::read_manifest(path))),
             log_progress: match (log_path, &job.log_progress) {
                 (Some(log), Some(spec)) => Some(Box::new(self.log_progress.read(log, spec))),
-                // A Slurm job whose StdOut is not known (queued, no job yet, or Slurm cannot
-                // be read: that fault is the holder's, said once): nothing printed yet.
-                (None, Some(_)) if job.slurm.is_some() => Some(Box::new(Reading::Empty)),
+                // A Slurm job whose StdOut is not known. Queued, or Slurm cannot be read
+                // (that fault is the holder's, said once): nothing printed yet. Slurm lists
+                // no job of it: what it printed cannot be known, never "nothing".
+                (None, Some(_)) if job.slurm.is_some() => Some(Box::new(match &slurm {
+                    Some(Reading::Empty) => Reading::Fault(
+                        "the job's StdOut is not known: Slurm lists no job of it; declare \
+                         log to read its output whatever Slurm remembers"
+                            .to_string(),
+                    ),
+                    _ => Reading::Empty,
+                })),
                 _ => None,
             },
             // The engine fills these from what it kept of earlier passes.
