@@ -786,7 +786,12 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             .unwrap_or_else(|| "auto_restart is false (no reason given)".to_string());
         text(format!("  blocked: {why}"), theme.warning(), &mut out);
     }
-    match job.restart.as_ref().and_then(|r| r.command.as_ref()) {
+    // A Slurm job's restart is its submit (or a requeue of the job Slurm lists).
+    let slurm_restart = job.slurm_restart_argv(row.slurm.as_ref().map(|held| held.id));
+    match slurm_restart
+        .as_ref()
+        .or_else(|| job.restart.as_ref().and_then(|r| r.command.as_ref()))
+    {
         Some(command) => {
             let argv: Vec<String> = command.iter().map(|a| format!("'{}'", inert(a))).collect();
             let cwd = job
@@ -802,7 +807,12 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             );
         }
         None => text(
-            "  no restart.command declared: a human restarts it by hand".to_string(),
+            if job.slurm.is_some() {
+                "  no slurm.submit (nor requeue: true) declared: a human restarts it by hand"
+                    .to_string()
+            } else {
+                "  no restart.command declared: a human restarts it by hand".to_string()
+            },
             theme.dim(),
             &mut out,
         ),
