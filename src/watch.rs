@@ -139,6 +139,9 @@ struct Watcher {
     paused_named_for: Option<DateTime<Utc>>,
     /// Words for a last digest stamped in the future, to say once.
     clock_jumped: Option<String>,
+    /// The ends of Slurm jobs already in the event log, by (job, run key): each is recorded
+    /// once, so that it outlives Slurm's memory of the job.
+    slurm_ends: HashSet<(String, String)>,
 }
 
 impl Watcher {
@@ -190,6 +193,7 @@ impl Watcher {
             fault_told: None,
             paused_named_for: None,
             clock_jumped,
+            slurm_ends: HashSet::new(),
         })
     }
 
@@ -256,6 +260,7 @@ impl Watcher {
         for settled in &recovery.settled {
             eprintln!("mihari watch: recovered a claim: {settled}");
         }
+        self.record_slurm_ends(snapshot, store);
         let restarts = self.restarts(live, &pass, snapshot, store, now);
         self.record(&pass, store);
         self.cap(live, &pass, store, now);
@@ -385,6 +390,42 @@ impl Watcher {
             "automatic restart held back by the workspace cooldown",
         );
         self.cooling.insert(plan.job.clone(), *opens_at);
+    }
+
+    /// Records the end of each Slurm job seen ended as an `exited` event (once per Slurm job
+    /// and requeue), as `mihari run` records a run's end: Slurm forgets an ended job after
+    /// MinJobAge (300 s by default) where no accounting runs, and `not_succeeded` must not
+    /// forget it with it.
+    fn record_slurm_ends(&mut self, snapshot: &Snapshot, store: &mut Recorder) {
+        if snapshot.store_fault.is_some() {
+            return;
+        }
+        for (job, seen) in &snapshot.evidence {
+            let Some(crate::core::Reading::Found(held)) = seen.slurm.as_deref() else {
+                continue;
+            };
+            let Some(words) = held.exited_event_words() else {
+                continue;
+            };
+            let key = (job.clone(), held.run_key());
+            if self.slurm_ends.contains(&key) {
+                continue;
+            }
+            let recorded = match store.store().last_event(Some(job), &[Kind::Exited]) {
+                Ok(last) => last.is_some_and(|event| event.run.as_deref() == Some(&key.1)),
+                // Unreadable now: tried again on the next pass, never written twice.
+                Err(_) => continue,
+            };
+            if !recorded {
+                store.append(
+                    NewEvent::new(Kind::Exited)
+                        .job(job)
+                        .run(Some(&key.1))
+                        .reason(words),
+                );
+            }
+            self.slurm_ends.insert(key);
+        }
     }
 
     /// Records state changes, escalates new episodes, closes ended ones, queues the digest.

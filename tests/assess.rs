@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use mihari::config::{JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, Timeouts};
+use mihari::config::{
+    JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, SlurmJobRef, SlurmSpec, Timeouts,
+};
 use mihari::core::activity::{
     ActivityReading, ActivityState, FileProgress, OpenFile, ProcessSample, Sample, Track, judge,
     plan,
@@ -15,8 +17,8 @@ use mihari::core::assess::ProgressSource;
 use mihari::core::{
     Bucket, Carried, CheckOutcome, CheckResult, Evidence, Fall, Figure, FileStamp,
     HeartbeatReading, History, LastRun, LineCount, Liveness, LockHolder, LogProgressReading,
-    ManifestReading, MatchedProcess, Moved, OperatorNote, Reading, RunExit, State, TableReading,
-    assess, order,
+    ManifestReading, MatchedProcess, Moved, OperatorNote, Reading, RunExit, SlurmJob, State,
+    TableReading, assess, order,
 };
 
 fn now() -> DateTime<Utc> {
@@ -54,6 +56,7 @@ fn job() -> JobSpec {
         stall_never: false,
         io_progress: true,
         markers: Vec::new(),
+        slurm: None,
     }
 }
 
@@ -222,6 +225,51 @@ fn flocked_empty() -> Reading<LockHolder> {
         start_ticks: Some(77),
         stopped: false,
     })
+}
+
+/// A job run by Slurm, declared by name alone: Slurm is its holder, its StdOut its log.
+fn slurm_job() -> JobSpec {
+    JobSpec {
+        lock: None,
+        log: None,
+        progress_file: None,
+        expected_total: None,
+        should_run_when: vec![Predicate::NotSucceeded],
+        timeouts: Timeouts {
+            queue_sec: Some(3600),
+            ..Timeouts::default()
+        },
+        slurm: Some(SlurmSpec {
+            job: SlurmJobRef::Name("train".into()),
+            user: None,
+            restart: None,
+        }),
+        ..job()
+    }
+}
+
+/// The Slurm job `squeue --json` lists: 42, in `state`, with `reason`, submitted an hour ago;
+/// started 50 min ago unless queued; ended 10 min ago with raw status `exit` when it ended.
+fn slurm(state: &str, reason: Option<&str>, exit: Option<i32>) -> Evidence {
+    let queued = state == "PENDING";
+    Evidence {
+        slurm: Some(Box::new(Reading::Found(SlurmJob {
+            id: 42,
+            name: "train".into(),
+            user: "alice".into(),
+            state: state.into(),
+            reason: reason.map(str::to_string),
+            exit_status: exit,
+            submitted: Some(ago(3600.0)),
+            started: (!queued).then(|| ago(3000.0)),
+            ended: exit.map(|_| ago(600.0)),
+            stdout: Some(PathBuf::from("/shared/train-42.out")),
+            node: (!queued).then(|| "node1".to_string()),
+            restarts: 0,
+            array: None,
+        }))),
+        ..Evidence::default()
+    }
 }
 
 fn note(secs_ago: f64, reason: &str) -> OperatorNote {
@@ -1413,6 +1461,198 @@ fn rows() -> Vec<Row> {
             bucket: Some(Bucket::Stale),
             says: "unreadable: cannot read the open files and I/O of pid 4242",
         },
+        Row {
+            name: "a Slurm job RUNNING that writes its StdOut is alive and running",
+            job: slurm_job(),
+            evidence: Evidence {
+                log: log(5.0),
+                ..slurm("RUNNING", None, None)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "Slurm job 42 (RUNNING on node1), alive",
+        },
+        Row {
+            name: "a Slurm job RUNNING whose StdOut is quiet past stall_sec is STALLED",
+            job: slurm_job(),
+            evidence: slurm("RUNNING", None, None),
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "no progress for 50 min 0 s (freshest: holder_start",
+        },
+        Row {
+            name: "a Slurm job RUNNING whose StdOut went quiet past stall_sec is STALLED",
+            job: slurm_job(),
+            evidence: Evidence {
+                log: log(900.0),
+                ..slurm("RUNNING", None, None)
+            },
+            state: State::Stalled,
+            bucket: Some(Bucket::Stale),
+            says: "Slurm job 42 (RUNNING on node1), alive, but no progress for",
+        },
+        Row {
+            name: "a Slurm job COMPLETING is alive",
+            job: slurm_job(),
+            evidence: Evidence {
+                log: log(5.0),
+                ..slurm("COMPLETING", None, None)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "Slurm job 42 (COMPLETING on node1), alive",
+        },
+        Row {
+            name: "a SUSPENDED Slurm job is alive and said suspended",
+            job: slurm_job(),
+            evidence: Evidence {
+                log: log(5.0),
+                ..slurm("SUSPENDED", None, None)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "suspended: it makes no progress until it is resumed (scontrol resume 42)",
+        },
+        Row {
+            name: "a PENDING Slurm job is queued with Slurm's reason, never due",
+            job: slurm_job(),
+            evidence: slurm("PENDING", Some("Resources"), None),
+            state: State::NotRunning,
+            bucket: None,
+            says: "queued in Slurm: Slurm job 42 (PENDING: Resources)",
+        },
+        Row {
+            name: "a Slurm job queued past queue_sec is STALE: a queue wait, not a death",
+            job: JobSpec {
+                timeouts: Timeouts {
+                    queue_sec: Some(600),
+                    ..Timeouts::default()
+                },
+                ..slurm_job()
+            },
+            evidence: slurm("PENDING", Some("JobHeldUser"), None),
+            state: State::NotRunning,
+            bucket: Some(Bucket::Stale),
+            says: "held by its user; it runs after scontrol release",
+        },
+        Row {
+            name: "a Slurm job FAILED with raw status 768 exited 3: not_succeeded holds",
+            job: slurm_job(),
+            evidence: slurm("FAILED", Some("NonZeroExitCode"), Some(768)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run exited 3",
+        },
+        Row {
+            name: "a Slurm job past its time limit ended as TIMEOUT: never a success",
+            job: slurm_job(),
+            evidence: slurm("TIMEOUT", Some("TimeLimit"), Some(15)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run ended as TIMEOUT",
+        },
+        Row {
+            name: "a CANCELLED Slurm job with exit 0 is never a success",
+            job: slurm_job(),
+            evidence: slurm("CANCELLED", None, Some(0)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run ended as CANCELLED",
+        },
+        Row {
+            name: "a COMPLETED Slurm job with exit 0 is complete under not_succeeded",
+            job: slurm_job(),
+            evidence: slurm("COMPLETED", None, Some(0)),
+            state: State::Complete,
+            bucket: None,
+            says: "complete: the last run exited 0",
+        },
+        Row {
+            name: "a Slurm end older than the last run recorded does not hide it",
+            job: slurm_job(),
+            evidence: Evidence {
+                history: last_run(300.0, Some(("exit 0", 60.0))),
+                ..slurm("FAILED", Some("NonZeroExitCode"), Some(256))
+            },
+            state: State::Complete,
+            bucket: None,
+            says: "complete: the last run exited 0",
+        },
+        Row {
+            name: "a Slurm controller that cannot be reached is UNKNOWN, never not running",
+            job: slurm_job(),
+            evidence: Evidence {
+                slurm: Some(Box::new(Reading::Fault(
+                    "squeue cannot list the jobs: Failed while looking for jobs".into(),
+                ))),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "slurm: fault: squeue cannot list the jobs",
+        },
+        Row {
+            name: "a Slurm state this mihari does not know is UNKNOWN",
+            job: slurm_job(),
+            evidence: slurm("RECONFIG_FAIL", None, None),
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "is not one this mihari knows",
+        },
+        Row {
+            name: "no Slurm job of that name and no run recorded is due, never started",
+            job: slurm_job(),
+            evidence: Evidence {
+                slurm: Some(Box::new(Reading::Empty)),
+                ..Evidence::default()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "no run of it is recorded yet",
+        },
+        Row {
+            name: "a fresh StdOut of an ended Slurm job is no sign it runs",
+            job: slurm_job(),
+            evidence: Evidence {
+                log: log(1.0),
+                ..slurm("FAILED", Some("NonZeroExitCode"), Some(256))
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "the last run exited 1",
+        },
+        Row {
+            name: "a Slurm job forgotten by Slurm with its StdOut unknown cannot be counted",
+            job: JobSpec {
+                log_progress: Some(mihari::config::LogProgress::Tqdm),
+                should_run_when: vec![Predicate::NotComplete],
+                ..slurm_job()
+            },
+            evidence: Evidence {
+                slurm: Some(Box::new(Reading::Empty)),
+                log_progress: Some(Box::new(Reading::Fault(
+                    "the job's StdOut is not known: Slurm lists no job of it".into(),
+                ))),
+                ..Evidence::default()
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "not_complete cannot be evaluated: log_progress: fault",
+        },
+        Row {
+            name: "resource_free of a Slurm job holds when Slurm lists none of it",
+            job: JobSpec {
+                should_run_when: vec![Predicate::ResourceFree],
+                ..slurm_job()
+            },
+            evidence: Evidence {
+                slurm: Some(Box::new(Reading::Empty)),
+                ..Evidence::default()
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "resource_free (Slurm lists no job of it)",
+        },
     ]
 }
 
@@ -1489,6 +1729,12 @@ fn proc_sample(
     }
 }
 
+/// `process` having read `read` and written `written` bytes through its calls since it started.
+fn through(mut process: ProcessSample, read: u64, written: u64) -> ProcessSample {
+    process.io = Some((read, written));
+    process
+}
+
 fn sample(at_ms: u64, processes: Vec<ProcessSample>) -> Sample {
     Sample {
         at: now() + Duration::milliseconds(at_ms as i64),
@@ -1522,14 +1768,20 @@ fn every_boundary_of_the_kernels_reading() {
         (
             "a read position that advanced is progress",
             vec![with_file(quiet('R'), 100, 1000, true)],
-            vec![with_file(quiet('R'), 600, 1000, true)],
+            vec![with_file(through(quiet('R'), 500, 0), 600, 1000, true)],
             ActivityState::Progressing,
         ),
         (
             "an output whose own position advanced is progress",
             vec![with_file(quiet('R'), 100, 100, false)],
-            vec![with_file(quiet('R'), 300, 300, false)],
+            vec![with_file(through(quiet('R'), 0, 200), 300, 300, false)],
             ActivityState::Progressing,
+        ),
+        (
+            "a shared descriptor another process moved (the process wrote nothing) is not",
+            vec![with_file(quiet('S'), 100, 100, false)],
+            vec![with_file(quiet('S'), 900, 900, false)],
+            ActivityState::Waiting,
         ),
         (
             "an output others append to (it grew, its position did not) is not",

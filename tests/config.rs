@@ -133,6 +133,18 @@ const REFUSALS: &[Refusal] = &[
     refusal("marker_repeated",                 7, 17, "/data/run/./.resumed", "first at line 6"),
     refusal("unknown_key_in_marker",           6, 37, "max_age_sec",   "accepted keys: path, stale_after_sec"),
     refusal("marker_empty_path",               6, 17, "",              "markers.path"),
+    // slurm (SPEC §12)
+    refusal("slurm_beside_lock",               5, 12, "{",             "declares both slurm (at '{') and lock"),
+    refusal("slurm_beside_process",            5, 12, "{",             "declares both slurm (at '{') and process"),
+    refusal("slurm_name_and_id",               4, 43, "4242",          "keep one"),
+    refusal("slurm_without_job",               4, 12, "{",             "write job_name: NAME"),
+    refusal("slurm_submit_with_job_id",        4, 36, "[",             "which job_id would not follow"),
+    refusal("slurm_submit_and_requeue",        4, 80, "true",          "keep one"),
+    refusal("slurm_submit_shell_string",       4, 43, "sbatch train.sbatch", "never a shell string"),
+    refusal("slurm_restart_command",           5, 25, "[",             "slurm.submit is what restart runs"),
+    refusal("slurm_auto_restart_without_submit", 5, 19, "true",        "lacks slurm.submit"),
+    refusal("slurm_bad_user",                  4, 41, "al ice",        "is not a user name"),
+    refusal("unknown_key_in_slurm",            4, 14, "name",          "accepted keys: job_name, job_id, user, submit, requeue"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {
@@ -650,5 +662,36 @@ fn a_progress_table_reads_seconds_and_local_time_by_default() {
     assert_eq!(
         (table.done_column.as_ref(), table.total_column.as_ref()),
         (None, None)
+    );
+}
+
+#[test]
+fn a_slurm_job_needs_no_lock_and_no_log_and_reads_tqdm_from_its_stdout() {
+    let text = "jobs:\n  - id: train\n    slurm: { job_name: train-llm, user: alice, \
+                submit: [\"sbatch\", \"train.sbatch\"] }\n    log_progress: { preset: tqdm }\n    \
+                should_run_when: [not_succeeded, resource_free]\n    timeouts: { queue_sec: 3600 }\n";
+    let config = load_str(text, Path::new("/srv/jobs.yaml")).expect("a Slurm job loads");
+    let job = &config.jobs[0];
+    let slurm = job.slurm.as_ref().expect("slurm");
+    assert_eq!(
+        slurm.job,
+        mihari::config::SlurmJobRef::Name("train-llm".into())
+    );
+    assert_eq!(slurm.user.as_deref(), Some("alice"));
+    assert_eq!(
+        job.slurm_restart_argv(Some(42)),
+        Some(vec!["sbatch".to_string(), "train.sbatch".to_string()])
+    );
+    assert!(job.lock.is_none() && job.log.is_none() && job.kept_lock.is_none());
+    let requeue = "jobs:\n  - id: train\n    slurm: { job_id: 4242, requeue: true }\n    \
+                   should_run_when: [not_succeeded]\n";
+    let config = load_str(requeue, Path::new("/srv/jobs.yaml")).expect("a requeued job loads");
+    assert_eq!(
+        config.jobs[0].slurm_restart_argv(Some(4242)),
+        Some(vec![
+            "scontrol".to_string(),
+            "requeue".to_string(),
+            "4242".to_string()
+        ])
     );
 }

@@ -438,8 +438,22 @@ fn jobs_example_yaml_loads() {
             "label_status",
             "nightly_sync",
             "docs_server",
-            "train_model"
+            "train_model",
+            "train_llm"
         ]
+    );
+    // The job on a Slurm cluster: no lock, no log (its StdOut is), restarted by sbatch.
+    let slurm = config.jobs[5]
+        .slurm
+        .as_ref()
+        .expect("train_llm runs on Slurm");
+    assert_eq!(
+        slurm.job,
+        mihari::config::SlurmJobRef::Name("train-llm".into())
+    );
+    assert_eq!(
+        config.jobs[5].slurm_restart_argv(None),
+        Some(vec!["sbatch".to_string(), "train.sbatch".to_string()])
     );
     // The training run that only prints: its progress is read from its log's tqdm frames.
     assert_eq!(

@@ -119,6 +119,8 @@ pub struct JobSpec {
     /// `io_progress` (default true): positions in the regular files the live holder's tree has
     /// open count as progress (source `io`). Off, the kernel still diagnoses a quiet holder.
     pub io_progress: bool,
+    /// `slurm:` — the job runs as a Slurm batch job, and Slurm is its holder (SPEC §12).
+    pub slurm: Option<SlurmSpec>,
 }
 
 impl JobSpec {
@@ -156,6 +158,19 @@ impl JobSpec {
             || self.manifest.is_some()
     }
 
+    /// The argv a restart runs for a Slurm job: `slurm.submit`, or `scontrol requeue ID` of
+    /// the Slurm job `id` that ended; `None` for a job not run by Slurm, or one with neither.
+    pub fn slurm_restart_argv(&self, id: Option<u64>) -> Option<Vec<String>> {
+        match self.slurm.as_ref()?.restart.as_ref()? {
+            SlurmRestart::Submit(argv) => Some(argv.clone()),
+            SlurmRestart::Requeue => Some(vec![
+                "scontrol".to_string(),
+                "requeue".to_string(),
+                id?.to_string(),
+            ]),
+        }
+    }
+
     /// Whether the job has a source that counts done items.
     pub fn has_countable_source(&self) -> bool {
         self.progress_file.is_some() || self.progress_table.is_some() || self.log_progress.is_some()
@@ -173,6 +188,38 @@ impl JobSpec {
                 .as_ref()
                 .is_some_and(LogProgress::reports_total)
     }
+}
+
+/// `slurm:` — the Slurm job that holds this job: the newest of its name and user (or the one
+/// of its id), read from one `squeue --json` per pass for every such job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlurmSpec {
+    pub job: SlurmJobRef,
+    /// Only this user's jobs (by name, as `squeue --user`); `None`: the user mihari runs as.
+    pub user: Option<String>,
+    /// What `restart` runs: an argv that submits the job again (`sbatch train.sbatch`), or a
+    /// requeue of the job it names (`scontrol requeue ID`); `None`: restart it by hand.
+    pub restart: Option<SlurmRestart>,
+}
+
+/// Which Slurm job a job is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlurmJobRef {
+    /// `job_name`: the newest job of that name (and user).
+    Name(String),
+    /// `job_id`: that job, through its requeues.
+    Id(u64),
+}
+
+/// How `restart` starts a Slurm job again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlurmRestart {
+    /// `submit`: this argv, which prints the new job's id ("Submitted batch job 43").
+    Submit(Vec<String>),
+    /// `requeue: true`: `scontrol requeue ID` of the job that ended.
+    Requeue,
 }
 
 /// `progress_table:` — a SQLite table read read-only.

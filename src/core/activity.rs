@@ -310,12 +310,23 @@ pub fn judge(
         ))
     };
 
+    // Bytes this process itself read and wrote between the looks (rchar, wchar), when both
+    // looks could read its `/proc/PID/io`. A descriptor shared with another process (a stdout
+    // inherited from the shell or test harness that started it) moves when that process
+    // writes: only what the process moved itself is its progress.
+    let own_bytes = |p: &ProcessSample| -> Option<(u64, u64)> {
+        let was = earlier(p)?;
+        let ((r1, w1), (r0, w0)) = (p.io?, was.io?);
+        Some((r1.saturating_sub(r0), w1.saturating_sub(w0)))
+    };
+
     // Files: what moved, the input read furthest, the output that grew the most.
     let mut moved = false;
     let mut input: Option<(bool, FileProgress)> = None;
     let mut output: Option<(u64, FileProgress)> = None;
     for process in &after.processes {
         let was = earlier(process);
+        let own = own_bytes(process);
         for file in &process.files {
             let old = was.and_then(|w| {
                 w.files
@@ -323,6 +334,11 @@ pub fn judge(
                     .find(|f| f.fd == file.fd && f.dev == file.dev && f.ino == file.ino)
             });
             let advanced = old.map_or(0, |o| file.pos.saturating_sub(o.pos));
+            // No more than the process read (or wrote) itself through its calls.
+            let advanced = match own {
+                Some((read, written)) => advanced.min(if file.read { read } else { written }),
+                None => advanced,
+            };
             let rate = over_sec
                 .filter(|_| old.is_some())
                 .map(|secs| advanced as f64 / secs);

@@ -178,6 +178,9 @@ pub struct Assessment {
     /// The kernel's reading of the live holder's tree, when it was looked at: what moves, or
     /// what a quiet holder is doing (`check --json`'s `activity`).
     pub activity: Option<Box<super::activity::ActivityReading>>,
+    /// The Slurm job that holds it (or last held it), as Slurm listed it, for a job declared
+    /// with `slurm:`: its id, state, reason and exit in the row, the detail and `check --json`.
+    pub slurm: Option<super::evidence::SlurmJob>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -194,6 +197,19 @@ pub fn assess_sampled(
     samples: &[(DateTime<Utc>, u64)],
     now: DateTime<Utc>,
 ) -> Assessment {
+    // A Slurm job's end is a run's end as `mihari run` records one, and its start is the
+    // attempt's: read into the history here, so that every rule below reads them unchanged.
+    let with_slurm;
+    let evidence = match super::slurm::history_with_slurm(evidence) {
+        Some(history) => {
+            with_slurm = Evidence {
+                history,
+                ..evidence.clone()
+            };
+            &with_slurm
+        }
+        None => evidence,
+    };
     let done = Done::of(evidence);
     let started_before = has_started_before(evidence);
     let mut reasons = Vec::new();
@@ -232,8 +248,18 @@ pub fn assess_sampled(
         );
         reasons.extend(held.notes.iter().cloned());
         state
+    } else if let Some(queued) = super::slurm::queued(evidence) {
+        reasons.push(format!(
+            "queued in Slurm: {}{}; not running, and not to be submitted again while it waits",
+            queued.words(),
+            queued
+                .submitted
+                .map(|at| format!(", submitted {} ago", fmt_secs(seconds_between(at, now))))
+                .unwrap_or_default()
+        ));
+        State::NotRunning
     } else if let Some((age, source)) =
-        age_sec.filter(|_| job.lock.is_none() && job.process.is_none())
+        age_sec.filter(|_| job.lock.is_none() && job.process.is_none() && job.slurm.is_none())
         && job.stall_limit().is_none_or(|limit| age <= limit as f64)
         // Complete comes first: fresh progress of a job that has counted its whole total is
         // the end of its work, not a run.
@@ -296,6 +322,30 @@ pub fn assess_sampled(
         .as_ref()
         .and_then(|run| run.exit.clone());
 
+    // A job Slurm lists nothing of: said, with what that means for its StdOut.
+    if let (Some(Reading::Empty), Some(spec)) = (evidence.slurm.as_deref(), &job.slurm) {
+        let which = match &spec.job {
+            crate::config::SlurmJobRef::Name(name) => format!("named '{name}'"),
+            crate::config::SlurmJobRef::Id(id) => format!("{id}"),
+        };
+        reasons.push(format!(
+            "slurm: Slurm lists no job {which} (it forgets an ended job after MinJobAge, 300 s \
+             by default, where no accounting runs)"
+        ));
+    }
+    // A Slurm job that ended: which one, and how, in Slurm's words.
+    if let Some(Reading::Found(held)) = evidence.slurm.as_deref()
+        && held.phase() == super::slurm::SlurmPhase::Ended
+    {
+        reasons.push(match held.ended {
+            Some(at) => format!(
+                "{} ended at {}",
+                held.words(),
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            None => format!("{} has ended", held.words()),
+        });
+    }
     // Done faults come from the same countable sources, so this names each fault once.
     for (source, error) in &progress.faults {
         reasons.push(format!("{source}: fault: {error}"));
@@ -341,7 +391,8 @@ pub fn assess_sampled(
     for rule in &rules {
         reasons.push(format!("rule broken: {rule}"));
     }
-    let timeouts = timeouts_exceeded(job, state, &evidence.history, now);
+    let mut timeouts = timeouts_exceeded(job, state, &evidence.history, now);
+    timeouts.extend(super::slurm::queue_timeout(job, evidence, now));
     reasons.extend(timeouts.iter().cloned());
     // Stale markers (a dead holder, a bare one past stale_after_sec), and those that cannot
     // be judged: STALE, each named (SPEC §5).
@@ -431,6 +482,11 @@ pub fn assess_sampled(
         stale_markers,
         restart_by_hand,
         activity: activity.cloned().map(Box::new),
+        slurm: evidence
+            .slurm
+            .as_deref()
+            .and_then(|reading| reading.found())
+            .cloned(),
     }
 }
 
@@ -486,6 +542,11 @@ struct Held {
 /// stale lock file beside a live matching process is no reason to restart it a second time);
 /// an unknown one wins over a dead one (unknown is never rounded to dead).
 fn holder_of(evidence: &Evidence) -> Option<Held> {
+    // A Slurm job has no lock and no process of its own here (the jobs file refuses them
+    // beside `slurm:`): Slurm's word decides alone.
+    if let Some(reading) = evidence.slurm.as_deref() {
+        return slurm_holder(reading);
+    }
     let lock = match &evidence.lock {
         Some(Reading::Found(holder)) => Some(Held {
             who: match holder.pid {
@@ -609,6 +670,71 @@ fn process_holder(evidence: &Evidence) -> Option<Held> {
                 notes: Vec::new(),
             }),
             _ => None,
+        },
+    }
+}
+
+/// The holder Slurm's reading says: a running job is alive (a suspended one too, said so), a
+/// state this mihari does not know or a reading that failed is unknown; a queued job, an
+/// ended one and none at all hold nothing (the state is decided without a holder).
+fn slurm_holder(reading: &Reading<super::evidence::SlurmJob>) -> Option<Held> {
+    use super::slurm::SlurmPhase;
+    let synthesized = |liveness, why: String| LockHolder {
+        pid: None,
+        recorded_start: None,
+        cmdline: None,
+        run_id: None,
+        modified: DateTime::UNIX_EPOCH,
+        liveness,
+        why,
+        started_at: None,
+        start_ticks: None,
+        stopped: false,
+    };
+    match reading {
+        Reading::Fault(error) => Some(Held {
+            who: "Slurm".to_string(),
+            holder: synthesized(Liveness::Unknown, format!("slurm: fault: {error}")),
+            notes: Vec::new(),
+        }),
+        Reading::Empty => None,
+        Reading::Found(job) => match job.phase() {
+            SlurmPhase::Queued | SlurmPhase::Ended => None,
+            SlurmPhase::Alive => {
+                let mut holder = synthesized(Liveness::Alive, job.words());
+                holder.started_at = job.started;
+                Some(Held {
+                    who: job.words(),
+                    holder,
+                    notes: Vec::new(),
+                })
+            }
+            SlurmPhase::Suspended => {
+                let mut holder = synthesized(Liveness::Alive, job.words());
+                holder.started_at = job.started;
+                Some(Held {
+                    who: format!(
+                        "{}, suspended: it makes no progress until it is resumed \
+                         (scontrol resume {})",
+                        job.words(),
+                        job.shown_id()
+                    ),
+                    holder,
+                    notes: Vec::new(),
+                })
+            }
+            SlurmPhase::Unknown => Some(Held {
+                who: job.words(),
+                holder: synthesized(
+                    Liveness::Unknown,
+                    format!(
+                        "Slurm state '{}' is not one this mihari knows: cannot tell whether \
+                         it runs",
+                        job.state
+                    ),
+                ),
+                notes: Vec::new(),
+            }),
         },
     }
 }
@@ -988,7 +1114,7 @@ fn judge_not_holding(
     }
 }
 
-enum Verdict {
+pub(super) enum Verdict {
     Holds(String),
     Fails(String),
     Undecidable(String),
@@ -1028,6 +1154,9 @@ fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Don
                 }
             }
         },
+        Predicate::ResourceFree if job.resource_lock.is_none() && job.slurm.is_some() => {
+            super::slurm::resource_free(evidence.slurm.as_deref())
+        }
         Predicate::ResourceFree if job.resource_lock.is_none() && job.lock.is_none() => {
             // Declared by `process` alone: free when no matching process lives.
             match process_holder(evidence) {
@@ -1395,10 +1524,18 @@ fn log_words(
 ) -> Vec<String> {
     let mut words = Vec::new();
     if let Some(missing) = &evidence.log_missing {
-        words.push(format!(
-            "log: missing: {missing}; fix the 'log' path if it is wrong (a job that has not \
-             started yet has no log)"
-        ));
+        if job.log.is_none() && job.slurm.is_some() {
+            words.push(format!(
+                "log: missing: {missing}: the StdOut Slurm names for the job is not readable on \
+                 this machine; run mihari where the job's output folder is shared, or declare \
+                 log"
+            ));
+        } else {
+            words.push(format!(
+                "log: missing: {missing}; fix the 'log' path if it is wrong (a job that has \
+                 not started yet has no log)"
+            ));
+        }
     }
     if let Some(Reading::Found(stamp)) = &evidence.log
         && let Some(carried) = &stamp.carried
@@ -1631,6 +1768,7 @@ fn has_started_before(evidence: &Evidence) -> bool {
         || present(evidence.progress_table.as_ref())
         || present(evidence.lock.as_ref())
         || present(evidence.heartbeat.as_deref())
+        || present(evidence.slurm.as_deref())
 }
 
 /// The timeouts of seed 003 that `job` has exceeded at `now`, each named: waiting to run

@@ -284,9 +284,10 @@ impl Decision {
     /// What the confirmation shows, one line each, as the dialog and the command line print
     /// it. Every value from a job is already inert; paths and argv are quoted.
     pub fn describe(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
-        let holder_words = |holder: &HolderView| {
-            let pid = holder.pid.map_or("?".to_string(), |p| p.to_string());
-            format!("pid {pid}, {}: {}", holder.liveness.as_str(), holder.why)
+        let holder_words = |holder: &HolderView| match holder.pid {
+            Some(pid) => format!("pid {pid}, {}: {}", holder.liveness.as_str(), holder.why),
+            // A holder with no process here (a Slurm job): its own words.
+            None => format!("{}: {}", holder.liveness.as_str(), holder.why),
         };
         match self {
             Decision::Restart(plan) => {

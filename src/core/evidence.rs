@@ -361,6 +361,11 @@ pub struct Evidence {
     /// The lock mihari keeps for a job declared by `process` alone, held by `mihari run`
     /// while it supervises the job.
     pub kept_lock: Option<Box<Reading<LockHolder>>>,
+    /// The Slurm job that holds a job declared with `slurm:`, from the pass's one
+    /// `squeue --json`: the newest job of that name and user (found), none of that name
+    /// (empty), or a fault (the controller cannot be reached, munge refused, a JSON this
+    /// mihari does not read) — never "not running".
+    pub slurm: Option<Box<Reading<SlurmJob>>>,
     /// `None` until the job has sent a heartbeat (heartbeats are not declared in the file).
     pub heartbeat: Option<Box<Reading<HeartbeatReading>>>,
     /// The kernel's reading of the live holder's tree (source `io`): file positions that
@@ -379,6 +384,39 @@ pub struct Evidence {
     /// marker is not there (nothing gates the job), a fault when it cannot be looked at (a
     /// link, a named pipe, a folder someone else can change).
     pub markers: Vec<Reading<MarkerReading>>,
+}
+
+/// A Slurm job as `squeue --json` lists it, in Slurm's own words (see [`super::slurm`] for
+/// what its state means).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlurmJob {
+    pub id: u64,
+    /// Its name (`--job-name`), inert.
+    pub name: String,
+    /// Its user's name, inert.
+    pub user: String,
+    /// `job_state` as Slurm spells it: "PENDING", "RUNNING", "FAILED"...
+    pub state: String,
+    /// `state_reason` ("Resources", "Priority", "JobHeldUser", "NonZeroExitCode"), inert;
+    /// `None` when Slurm says "None".
+    pub reason: Option<String>,
+    /// `exit_code`: the raw wait status (768 for a job that exited 3), once it is known.
+    pub exit_status: Option<i32>,
+    pub submitted: Option<DateTime<Utc>>,
+    /// When it started running; `None` while it is queued.
+    pub started: Option<DateTime<Utc>>,
+    /// When it ended; `None` while it has not (Slurm's `end_time` of a running job is its
+    /// time limit, which is not kept).
+    pub ended: Option<DateTime<Utc>>,
+    /// Its `StdOut` file, with Slurm's patterns (%j, %x, %A_%a...) filled in and made
+    /// absolute against its working folder: its log when the job declares none.
+    pub stdout: Option<std::path::PathBuf>,
+    /// The node its batch script runs on, inert.
+    pub node: Option<String>,
+    /// How many times it was requeued (`restart_cnt`).
+    pub restarts: u32,
+    /// "14_1" for a task of array job 14, "8_[0-4]" for tasks still pending together.
+    pub array: Option<String>,
 }
 
 /// What a marker is on disk.
@@ -464,6 +502,10 @@ pub struct RunExit {
     pub code: Option<i32>,
     /// The signal's name ("SIGTERM"), when a signal ended it.
     pub signal: Option<String>,
+    /// How a scheduler ended it when that is neither an exit of its own nor a signal
+    /// ("TIMEOUT", "CANCELLED", "NODE_FAIL" for a Slurm job): never a success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_as: Option<String>,
 }
 
 impl RunExit {
@@ -483,7 +525,16 @@ impl RunExit {
                 .unwrap_or("a signal")
                 .to_string()
         });
-        RunExit { at, code, signal }
+        let ended_as = words
+            .strip_prefix("ended as ")
+            .map(|state| state.trim().to_string())
+            .filter(|state| !state.is_empty());
+        RunExit {
+            at,
+            code,
+            signal,
+            ended_as,
+        }
     }
 
     /// Whether the run exited 0: the only end that counts as success.
@@ -493,10 +544,11 @@ impl RunExit {
 
     /// The end in words: "exited 1", "was killed by SIGTERM", "ended in an unknown way".
     pub fn words(&self) -> String {
-        match (&self.code, &self.signal) {
-            (Some(code), _) => format!("exited {code}"),
-            (None, Some(signal)) => format!("was killed by {signal}"),
-            (None, None) => "ended in an unknown way".to_string(),
+        match (&self.code, &self.signal, &self.ended_as) {
+            (Some(code), _, _) => format!("exited {code}"),
+            (None, Some(signal), _) => format!("was killed by {signal}"),
+            (None, None, Some(state)) => format!("ended as {state}"),
+            (None, None, None) => "ended in an unknown way".to_string(),
         }
     }
 }
@@ -568,6 +620,14 @@ mod tests {
             ),
             ("", None, None, false, "ended in an unknown way"),
             // A daemonizing launcher: its tree outlived it (`mihari run` as a subreaper).
+            // A Slurm job the scheduler ended (TIMEOUT, CANCELLED): never a success.
+            (
+                "ended as TIMEOUT; Slurm job 5 TIMEOUT (TimeLimit)",
+                None,
+                None,
+                false,
+                "ended as TIMEOUT",
+            ),
             (
                 "exit 0; the last process of its tree left 30.2 s after it",
                 Some(0),

@@ -13,6 +13,7 @@ pub mod escalate;
 pub mod evidence;
 pub mod marker;
 pub mod order;
+pub mod slurm;
 pub mod text;
 pub mod times;
 pub mod watch;
@@ -22,7 +23,7 @@ pub use evidence::Carried;
 pub use evidence::{
     CheckOutcome, CheckResult, Evidence, Fall, Figure, FileStamp, HeartbeatReading, History,
     LastRun, LineCount, Liveness, LockHolder, LogProgressReading, ManifestReading, MatchedProcess,
-    Moved, OperatorNote, PendingApproval, Reading, RunExit, TableReading,
+    Moved, OperatorNote, PendingApproval, Reading, RunExit, SlurmJob, TableReading,
 };
 pub use evidence::{MarkerKind, MarkerReading};
 pub use order::{ActionList, order, order_with_rules};

@@ -15,6 +15,7 @@ pub mod recorder;
 pub mod recover;
 pub mod release;
 pub mod run;
+pub mod slurm;
 pub mod spawn;
 pub mod textfile;
 pub mod watch_lock;
@@ -420,6 +421,9 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
             return Outcome::new(OutcomeKind::Failed, format!("nothing was spawned: {error}"));
         }
     }
+    if job.slurm.is_some() {
+        return restart_slurm(plan, job, store, workspace_hash);
+    }
     let child = match spawn::spawn_run(&mihari_binary(), config, job, plan) {
         Ok(child) => child,
         Err(error) => {
@@ -521,6 +525,92 @@ fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
                     "restart of '{}' failed (attempt {attempts}): {error}",
                     plan.job
                 ),
+            )
+        }
+    }
+}
+
+/// The restart of a job Slurm runs, once claimed: its submit command (or requeue) runs and
+/// exits, the id it printed is recorded with the spawn, and the restart is verified when
+/// Slurm lists that job — failed when the command fails or Slurm does not list it in time.
+fn restart_slurm(
+    plan: &RestartPlan,
+    job: &crate::config::JobSpec,
+    store: &mut Store,
+    workspace_hash: Option<String>,
+) -> Outcome {
+    let requeue = matches!(
+        job.slurm.as_ref().and_then(|s| s.restart.as_ref()),
+        Some(crate::config::SlurmRestart::Requeue)
+    );
+    let submitted = match slurm::submit(job, plan) {
+        Ok(submitted) => submitted,
+        Err(error) => {
+            fail(store, plan, None, &error);
+            return Outcome::new(
+                OutcomeKind::Failed,
+                format!("restart of '{}' failed: {error}", plan.job),
+            );
+        }
+    };
+    let (pid, id) = (submitted.pid, submitted.id);
+    let did = if requeue { "requeued" } else { "submitted" };
+    let spawned = store.advance_claim(
+        &plan.key,
+        ClaimState::Claimed,
+        ClaimState::Spawned,
+        Some(pid),
+        None,
+        NewEvent::new(Kind::Spawned)
+            .job(&plan.job)
+            .key(&plan.key)
+            .run(Some(&plan.run_id))
+            .route(plan.route.as_deref())
+            .workspace_hash(workspace_hash)
+            .reason(format!("pid {pid} {did} Slurm job {id}")),
+    );
+    if let Err(error) = spawned {
+        return Outcome::new(
+            OutcomeKind::Failed,
+            format!("{did} Slurm job {id} but could not record it: {error}"),
+        );
+    }
+    match slurm::verify(id, requeue, GRACE) {
+        Ok(how) => {
+            let _ = store.advance_claim(
+                &plan.key,
+                ClaimState::Spawned,
+                ClaimState::Verified,
+                None,
+                None,
+                NewEvent::new(Kind::Verified)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .run(Some(&plan.run_id))
+                    .reason(how.clone()),
+            );
+            Outcome::new(
+                OutcomeKind::Verified,
+                format!("'{}' {did}: {how}", plan.job),
+            )
+        }
+        Err(error) => {
+            let error = format!("{did} Slurm job {id}, but {error}");
+            let _ = store.advance_claim(
+                &plan.key,
+                ClaimState::Spawned,
+                ClaimState::Failed,
+                None,
+                Some(&error),
+                NewEvent::new(Kind::Failed)
+                    .job(&plan.job)
+                    .key(&plan.key)
+                    .run(Some(&plan.run_id))
+                    .reason(error.clone()),
+            );
+            Outcome::new(
+                OutcomeKind::Failed,
+                format!("restart of '{}' failed: {error}", plan.job),
             )
         }
     }

@@ -765,6 +765,18 @@ impl Engine {
         } else {
             Default::default()
         };
+        // One `squeue --json` for every job Slurm runs, shared by all of them (SPEC §12).
+        let slurm = if self
+            .config
+            .jobs
+            .iter()
+            .zip(&wanted)
+            .any(|(job, wanted)| job.slurm.is_some() && *wanted)
+        {
+            self.prober.scan_slurm(&self.config.jobs)
+        } else {
+            Default::default()
+        };
         let mut locks = read_locks(&self.config.jobs, &wanted).into_iter();
         // One pass: each folder of the jobs' files is opened and judged once, not per file.
         crate::probe::safe_open::folders_remembered(|| {
@@ -777,7 +789,7 @@ impl Engine {
             {
                 let lock = locks.next().flatten();
                 if *wanted {
-                    let mut gathered = self.prober.gather_with_lock(job, &scan, lock);
+                    let mut gathered = self.prober.gather_with_lock(job, &scan, &slurm, lock);
                     gathered.checks = outcomes_of(&self.checks, job);
                     *seen = Arc::new(gathered);
                 }
@@ -1222,18 +1234,50 @@ impl Engine {
         if let Some(why) = restart_refusal(row) {
             return Err(why);
         }
-        if job.run_lock().is_none() {
+        // A Slurm job is run exactly once by its claim and Slurm's own queue: no lock here.
+        let slurm_job = seen.slurm.as_deref().and_then(|reading| reading.found());
+        let slurm_argv = match &job.slurm {
+            None => None,
+            Some(_) => Some(
+                job.slurm_restart_argv(slurm_job.map(|held| held.id))
+                    .ok_or_else(
+                        || match &job.slurm.as_ref().and_then(|s| s.restart.as_ref()) {
+                            Some(_) => format!(
+                                "'{}' is restarted by requeue, and Slurm lists no job of it to \
+                             requeue: submit it by hand",
+                                job.id
+                            ),
+                            None => format!(
+                                "'{}' declares no slurm.submit (or requeue: true): restart it by \
+                             hand",
+                                job.id
+                            ),
+                        },
+                    )?,
+            ),
+        };
+        if job.run_lock().is_none() && slurm_argv.is_none() {
             return Err(format!(
                 "'{}' declares no lock: mihari runs a job exactly once only under its lock; \
                  declare 'lock' (or 'process', and mihari keeps one) in the jobs file",
                 job.id
             ));
         }
-        let Some(restart) = &job.restart else {
-            return Err(format!(
-                "'{}' declares no restart.command: restart it by hand",
-                job.id
-            ));
+        let no_restart = crate::config::RestartSpec {
+            command: slurm_argv.clone(),
+            cwd: None,
+            env: Default::default(),
+            routes: Vec::new(),
+        };
+        let restart = match (&job.restart, &slurm_argv) {
+            (Some(restart), _) => restart,
+            (None, Some(_)) => &no_restart,
+            (None, None) => {
+                return Err(format!(
+                    "'{}' declares no restart.command: restart it by hand",
+                    job.id
+                ));
+            }
         };
         let holder = match &seen.lock {
             Some(Reading::Found(holder)) => Some(holder),
@@ -1264,7 +1308,7 @@ impl Engine {
             None => Vec::new(),
         };
         let route = next_route(&restart.routes, &used, self.config.settings.max_hops)?;
-        let argv = match (route, &restart.command) {
+        let argv = match (route, slurm_argv.as_ref().or(restart.command.as_ref())) {
             (Some(route), _) => route.command.clone(),
             (None, Some(command)) => command.clone(),
             (None, None) => {
@@ -1294,11 +1338,24 @@ impl Engine {
             run_id,
             routes_used: used,
             max_hops: self.config.settings.max_hops,
-            holder: holder.map(|h| HolderView {
-                pid: h.pid,
-                liveness: h.liveness,
-                why: h.why.clone(),
-            }),
+            holder: holder
+                .map(|h| HolderView {
+                    pid: h.pid,
+                    liveness: h.liveness,
+                    why: h.why.clone(),
+                })
+                .or_else(|| {
+                    slurm_job.map(|held| HolderView {
+                        pid: None,
+                        liveness: match held.phase() {
+                            crate::core::slurm::SlurmPhase::Ended => Liveness::Dead,
+                            crate::core::slurm::SlurmPhase::Alive
+                            | crate::core::slurm::SlurmPhase::Suspended => Liveness::Alive,
+                            _ => Liveness::Unknown,
+                        },
+                        why: held.words(),
+                    })
+                }),
             policy: policy_words(job),
             cooldown: cooldown(
                 workspace_hash,
@@ -1405,13 +1462,14 @@ impl Engine {
         holders.into_iter().collect()
     }
 
-    /// The jobs found by their command line (`process`): a process that starts is no file
-    /// event, so the live loop scans for them again every little while.
+    /// The jobs found by their command line (`process`) or run by Slurm (`slurm`): a process
+    /// that starts, or a Slurm job that changes state, is no file event, so the live loop
+    /// looks for them again every little while (one `squeue` for all Slurm jobs).
     pub fn process_jobs(&self) -> Vec<String> {
         self.config
             .jobs
             .iter()
-            .filter(|job| job.process.is_some())
+            .filter(|job| job.process.is_some() || job.slurm.is_some())
             .map(|job| job.id.clone())
             .collect()
     }
@@ -1656,6 +1714,18 @@ fn outcomes_of(
 /// duplicate of the last one. It becomes the claim key, so it holds no clock reading of the
 /// observer.
 fn restart_evidence(row: &Assessment, seen: &Evidence) -> String {
+    // The Slurm job that ended (its id, requeue count and end): two watchers that see the
+    // same end claim the same key.
+    if let Some(Reading::Found(held)) = seen.slurm.as_deref() {
+        return format!(
+            "{} {} ended {}",
+            held.run_key(),
+            held.state,
+            held.ended.map_or("-".to_string(), |t| t
+                .format("%Y-%m-%dT%H:%M:%SZ")
+                .to_string())
+        );
+    }
     if let Some(Reading::Found(holder)) = &seen.lock {
         return format!(
             "lock held by dead pid {}, start {}, written {}",

@@ -19,6 +19,7 @@ pub mod proc;
 pub mod procscan;
 pub mod rotation;
 pub mod safe_open;
+pub mod slurm;
 pub mod table;
 pub mod tail;
 pub mod zone;
@@ -42,6 +43,11 @@ pub struct Prober {
     /// Every job's `log_progress.pattern`, compiled once, and what each log's reading was at
     /// the last look: a meter that redraws the same figure is not progress.
     log_progress: log_progress::LogProgressReader,
+    /// `squeue --json`, and the fault it last gave.
+    slurm: slurm::SlurmReader,
+    /// The StdOut each Slurm job last had, by mihari job id: still read once Slurm has
+    /// forgotten the job (MinJobAge), so that what it printed last still counts.
+    slurm_logs: std::collections::HashMap<String, std::path::PathBuf>,
 }
 
 impl Prober {
@@ -73,6 +79,12 @@ impl Prober {
         self.matcher.scan(jobs)
     }
 
+    /// Runs `squeue --json` once for every job of `jobs` that declares `slurm:`: the part of
+    /// a pass those jobs share. Runs nothing when none declares it.
+    pub fn scan_slurm(&mut self, jobs: &[JobSpec]) -> slurm::SlurmScan {
+        self.slurm.scan(jobs)
+    }
+
     /// Reads every source `job` declares, except its checks (they run on their own schedule,
     /// see [`checks`]). Never fails: a source that cannot be read is a fault in the evidence.
     /// A job declared by `process` costs a scan of `/proc` of its own here: a pass over many
@@ -83,12 +95,18 @@ impl Prober {
         } else {
             procscan::ProcessScan::default()
         };
-        self.gather_in(job, &scan)
+        let slurm = self.slurm.scan(std::slice::from_ref(job));
+        self.gather_in(job, &scan, &slurm)
     }
 
-    /// [`Prober::gather`] with the pass's process scan.
-    pub fn gather_in(&mut self, job: &JobSpec, scan: &procscan::ProcessScan) -> Evidence {
-        self.gather_with_lock(job, scan, read_job_lock(job))
+    /// [`Prober::gather`] with the pass's process scan and Slurm's list.
+    pub fn gather_in(
+        &mut self,
+        job: &JobSpec,
+        scan: &procscan::ProcessScan,
+        slurm: &slurm::SlurmScan,
+    ) -> Evidence {
+        self.gather_with_lock(job, scan, slurm, read_job_lock(job))
     }
 
     /// [`Prober::gather_in`] with the job's lock already read ([`read_job_lock`]): a pass over
@@ -98,6 +116,7 @@ impl Prober {
         &mut self,
         job: &JobSpec,
         scan: &procscan::ProcessScan,
+        slurm: &slurm::SlurmScan,
         lock: Option<Reading<LockHolder>>,
     ) -> Evidence {
         let resource_lock = match (&job.resource_lock, &job.lock) {
@@ -107,7 +126,22 @@ impl Prober {
             }
             (None, _) => None,
         };
-        let log = job.log.as_deref().map(|path| self.logs.read(path));
+        let slurm = slurm.reading(job);
+        // A Slurm job's StdOut is its log when it declares none (SPEC §12).
+        let slurm_log = match (&job.log, &slurm) {
+            // Only once it has started: a queued job has written nothing yet.
+            (None, Some(Reading::Found(held))) if held.started.is_some() => {
+                if let Some(stdout) = &held.stdout {
+                    self.slurm_logs.insert(job.id.clone(), stdout.clone());
+                }
+                held.stdout.clone()
+            }
+            // Forgotten by Slurm since: the StdOut it last had.
+            (None, Some(Reading::Empty)) => self.slurm_logs.get(&job.id).cloned(),
+            _ => None,
+        };
+        let log_path = job.log.as_deref().or(slurm_log.as_deref());
+        let log = log_path.map(|path| self.logs.read(path));
         let log_missing = log.as_ref().and_then(|log| log.missing.clone());
         let process = scan.reading(job);
         Evidence {
@@ -121,8 +155,19 @@ impl Prober {
                 .manifest
                 .as_deref()
                 .map(|path| Box::new(manifest::read_manifest(path))),
-            log_progress: match (&job.log, &job.log_progress) {
+            log_progress: match (log_path, &job.log_progress) {
                 (Some(log), Some(spec)) => Some(Box::new(self.log_progress.read(log, spec))),
+                // A Slurm job whose StdOut is not known. Queued, or Slurm cannot be read
+                // (that fault is the holder's, said once): nothing printed yet. Slurm lists
+                // no job of it: what it printed cannot be known, never "nothing".
+                (None, Some(_)) if job.slurm.is_some() => Some(Box::new(match &slurm {
+                    Some(Reading::Empty) => Reading::Fault(
+                        "the job's StdOut is not known: Slurm lists no job of it; declare \
+                         log to read its output whatever Slurm remembers"
+                            .to_string(),
+                    ),
+                    _ => Reading::Empty,
+                })),
                 _ => None,
             },
             // The engine fills these from what it kept of earlier passes.
@@ -137,6 +182,7 @@ impl Prober {
             // The engine looks at a quiet live holder after the gather, with what it kept of
             // earlier looks.
             activity: None,
+            slurm: slurm.map(Box::new),
             // The engine fills these from the state store.
             heartbeat: None,
             checks: Vec::new(),

@@ -121,6 +121,10 @@ struct JsonJob<'a> {
     /// The kernel's reading of the live holder's tree; null while it is not looked at (no
     /// live holder, or its other progress is fresh).
     activity: Option<JsonActivity>,
+    /// The Slurm job that holds (or last held) a job declared with `slurm:`, as Slurm lists
+    /// it; absent for any other job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slurm: Option<JsonSlurm>,
 }
 
 /// What the holder's tree is doing (SPEC §8 `activity`): `state` one of progressing, busy,
@@ -157,6 +161,28 @@ struct JsonFile {
     bytes_per_sec: Option<f64>,
     eta_sec: Option<f64>,
     writing: bool,
+}
+
+/// A Slurm job in Slurm's words: its id ("42", "14_1" for an array task), state
+/// ("PENDING", "RUNNING", "FAILED"...), the reason Slurm gives (null for "None"), and its end
+/// as a run's end (`code`, `signal`, or `ended_as` for TIMEOUT, CANCELLED...; null while it
+/// has not ended).
+#[derive(Serialize)]
+struct JsonSlurm {
+    id: String,
+    state: String,
+    reason: Option<String>,
+    exit: Option<JsonSlurmExit>,
+    stdout: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonSlurmExit {
+    code: Option<i32>,
+    signal: Option<String>,
+    ended_as: Option<String>,
+    /// Slurm's raw `exit_code`: the wait status (768 for an exit 3).
+    status: Option<i32>,
 }
 
 /// A stale marker: its path and file name, its age, the process it names (null for a bare
@@ -197,6 +223,9 @@ struct JsonExit {
     at: String,
     code: Option<i32>,
     signal: Option<String>,
+    /// How a scheduler ended it ("TIMEOUT", "CANCELLED" for a Slurm job); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended_as: Option<String>,
 }
 
 /// An operator's recorded decision: who, when, why.
@@ -306,6 +335,7 @@ fn json_job(row: &Assessment, now: chrono::DateTime<Utc>) -> JsonJob<'_> {
             at: exit.at.to_rfc3339_opts(SecondsFormat::Millis, true),
             code: exit.code,
             signal: exit.signal.as_deref().map(inert),
+            ended_as: exit.ended_as.as_deref().map(inert),
         }),
         paused: row.paused.as_ref().map(|pause| JsonNote {
             by: inert(&pause.by),
@@ -330,6 +360,23 @@ fn json_job(row: &Assessment, now: chrono::DateTime<Utc>) -> JsonJob<'_> {
                 requested_by: a.requested_by.as_deref().map(inert),
             })
             .collect(),
+        slurm: row.slurm.as_ref().map(|held| JsonSlurm {
+            id: inert(&held.shown_id()),
+            state: inert(&held.state),
+            reason: held.reason.as_deref().map(inert),
+            exit: held
+                .run_exit(chrono::DateTime::UNIX_EPOCH)
+                .map(|exit| JsonSlurmExit {
+                    code: exit.code,
+                    signal: exit.signal.as_deref().map(inert),
+                    ended_as: exit.ended_as.as_deref().map(inert),
+                    status: held.exit_status,
+                }),
+            stdout: held
+                .stdout
+                .as_ref()
+                .map(|path| inert(&path.display().to_string())),
+        }),
         stale_markers: row
             .stale_markers
             .iter()

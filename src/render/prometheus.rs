@@ -116,6 +116,44 @@ pub fn exposition(snapshot: &Snapshot, jobs: &[JobSpec], writer: Writer) -> Stri
         }
     }
 
+    // Jobs Slurm runs: Slurm's own state and the job's id (a value, never a label: a new id
+    // with each submission would make a new series each time).
+    let slurm: Vec<_> = rows
+        .iter()
+        .filter_map(|row| row.slurm.as_ref().map(|held| (row, held)))
+        .collect();
+    if !slurm.is_empty() {
+        family(
+            t,
+            "mihari_job_slurm_state",
+            "gauge",
+            "1 for the state Slurm gives the Slurm job holding the job (PENDING, RUNNING, \
+             FAILED...), for jobs declared with slurm.",
+        );
+        for (row, held) in &slurm {
+            let _ = writeln!(
+                t,
+                "mihari_job_slurm_state{{job_id=\"{}\",state=\"{}\"}} 1",
+                label(&row.id),
+                label(&held.state)
+            );
+        }
+        family(
+            t,
+            "mihari_job_slurm_job_id",
+            "gauge",
+            "The id of the Slurm job holding the job, for jobs declared with slurm.",
+        );
+        for (row, held) in &slurm {
+            let _ = writeln!(
+                t,
+                "mihari_job_slurm_job_id{{job_id=\"{}\"}} {}",
+                label(&row.id),
+                held.id
+            );
+        }
+    }
+
     family(
         t,
         "mihari_job_activity_state",

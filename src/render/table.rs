@@ -104,6 +104,11 @@ fn write_row(row: &Assessment, width: usize, zone: Zone, out: &mut impl Write) -
         (Some(l), None) => l.as_str().to_string(),
         (None, _) => "no lock".to_string(),
     };
+    // A Slurm job's holder is Slurm's: its id and state in Slurm's words.
+    let liveness = match &row.slurm {
+        Some(held) => format!("slurm {} {}", held.shown_id(), held.state),
+        None => liveness,
+    };
     let progress = match (row.done, row.expected_total) {
         (Some(done), Some(total)) if total > 0 => {
             format!("{done}/{total} {}%", (done * 100 / total).min(100))

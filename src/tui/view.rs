@@ -630,7 +630,11 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
     match (row.liveness, row.pid) {
         (Some(l), Some(pid)) => summary.push_str(&format!(" · {} pid {pid}", l.as_str())),
         (Some(l), None) => summary.push_str(&format!(" · {}", l.as_str())),
-        (None, _) => summary.push_str(" · no lock held"),
+        (None, _) if row.slurm.is_none() => summary.push_str(" · no lock held"),
+        (None, _) => {}
+    }
+    if let Some(held) = &row.slurm {
+        summary.push_str(&format!(" · {}", inert(&held.words())));
     }
     summary.push_str(&format!(" · {}", progress_text(row)));
     if let Some(age) = model.age_now(row) {
@@ -653,8 +657,13 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
     }
 
     // How the last run ended, near the top: it is what an operator asks first of a job that
-    // is not running.
-    if let Some(run) = evidence.and_then(|e| e.history.last_run.as_ref()) {
+    // is not running. A Slurm job's end is read from Slurm as well as from the event log.
+    let slurm_run = evidence.and_then(crate::core::slurm::history_with_slurm);
+    let last_run = slurm_run
+        .as_ref()
+        .and_then(|h| h.last_run.as_ref())
+        .or_else(|| evidence.and_then(|e| e.history.last_run.as_ref()));
+    if let Some(run) = last_run {
         let ago = |at: chrono::DateTime<chrono::Utc>| {
             fmt_age((model.now - at).num_milliseconds() as f64 / 1000.0)
         };
@@ -777,7 +786,12 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             .unwrap_or_else(|| "auto_restart is false (no reason given)".to_string());
         text(format!("  blocked: {why}"), theme.warning(), &mut out);
     }
-    match job.restart.as_ref().and_then(|r| r.command.as_ref()) {
+    // A Slurm job's restart is its submit (or a requeue of the job Slurm lists).
+    let slurm_restart = job.slurm_restart_argv(row.slurm.as_ref().map(|held| held.id));
+    match slurm_restart
+        .as_ref()
+        .or_else(|| job.restart.as_ref().and_then(|r| r.command.as_ref()))
+    {
         Some(command) => {
             let argv: Vec<String> = command.iter().map(|a| format!("'{}'", inert(a))).collect();
             let cwd = job
@@ -793,7 +807,12 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             );
         }
         None => text(
-            "  no restart.command declared: a human restarts it by hand".to_string(),
+            if job.slurm.is_some() {
+                "  no slurm.submit (nor requeue: true) declared: a human restarts it by hand"
+                    .to_string()
+            } else {
+                "  no restart.command declared: a human restarts it by hand".to_string()
+            },
             theme.dim(),
             &mut out,
         ),
@@ -1042,6 +1061,31 @@ fn evidence_rows(
     }
     if let Some(reading) = evidence.resource_lock.as_deref() {
         add("resource_lock", lock_text(reading), lock_style(reading));
+    }
+    if let Some(reading) = evidence.slurm.as_deref() {
+        let (text, style) = match reading {
+            Reading::Found(held) => (
+                format!(
+                    "{}{}",
+                    inert(&held.words()),
+                    held.stdout
+                        .as_ref()
+                        .map(|out| format!("; StdOut '{}'", inert(&out.display().to_string())))
+                        .unwrap_or_default()
+                ),
+                match held.phase() {
+                    crate::core::slurm::SlurmPhase::Alive => theme.good(),
+                    crate::core::slurm::SlurmPhase::Queued => theme.dim(),
+                    _ => theme.warning(),
+                },
+            ),
+            Reading::Empty => (
+                "Slurm lists no job of that name (and user)".to_string(),
+                theme.dim(),
+            ),
+            Reading::Fault(error) => (format!("fault: {}", inert(error)), theme.alarm()),
+        };
+        add("slurm", text, style);
     }
     if let Some(reading) = &evidence.process {
         let stopped = |m: &crate::core::MatchedProcess| if m.stopped { ", stopped" } else { "" };

@@ -92,6 +92,19 @@ pub(super) struct RawJob {
     pub timeouts: Option<Box<RawTimeouts>>,
     pub markers: Option<Vec<Spanned<RawMarker>>>,
     pub io_progress: Option<Spanned<bool>>,
+    pub slurm: Option<Box<Spanned<RawSlurm>>>,
+}
+
+/// `slurm:` — the Slurm job that holds the job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSlurm {
+    pub job_name: Option<Spanned<String>>,
+    pub job_id: Option<Spanned<u64>>,
+    pub user: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "given")]
+    pub submit: Given<Argv>,
+    pub requeue: Option<Spanned<bool>>,
 }
 
 /// One of `markers:`.

@@ -18,11 +18,12 @@ use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
     Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawLogProgress, RawMarker, RawProcess,
-    RawProgressTable, RawRestart, RawRoute, RawSettings, RawStall, RawTimeouts, RawUser,
+    RawProgressTable, RawRestart, RawRoute, RawSettings, RawSlurm, RawStall, RawTimeouts, RawUser,
 };
 use crate::config::{
     CheckSpec, Config, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec, ProcessUser,
-    ProgressTable, RestartSpec, Route, Settings, TimeUnit, TimeZoneName, Timeouts,
+    ProgressTable, RestartSpec, Route, Settings, SlurmJobRef, SlurmRestart, SlurmSpec, TimeUnit,
+    TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -42,7 +43,8 @@ const PREDICATES: [Predicate; 3] = [
 ];
 /// The keys that give a job evidence of progress. Heartbeats arrive at run time and cannot
 /// be declared in the file, so a job must name at least one of these.
-const PROGRESS_SOURCES: &str = "log, progress_file, progress_table, manifest";
+const PROGRESS_SOURCES: &str = "log, progress_file, progress_table, manifest (or slurm, whose \
+     StdOut is the log)";
 
 /// What validation needs from the process environment, read once by the caller so that
 /// validation stays a function of its arguments.
@@ -497,9 +499,48 @@ fn job(
         .process
         .map(|process| process_spec(*process, src, &the_job))
         .transpose()?;
+    let slurm = raw
+        .slurm
+        .map(|given| slurm_spec(*given, src, &the_job))
+        .transpose()?;
+    if let Some((_, at_slurm)) = &slurm {
+        for (key, declared) in [("lock", raw.lock.is_some()), ("process", process.is_some())] {
+            if declared {
+                return Err(src.refuse(
+                    *at_slurm,
+                    format!(
+                        "{the_job} declares both slurm (at {}) and {key}: Slurm is the holder \
+                         of a job it runs (its own word, from squeue), so a {key} beside it \
+                         could only disagree; remove {key}, or remove slurm for a job that runs \
+                         here",
+                        src.quote_at(*at_slurm)
+                    ),
+                ));
+            }
+        }
+        let restart_command = raw.restart.as_ref().and_then(|r| {
+            r.command.as_ref().map(Pos::of).or_else(|| {
+                r.routes
+                    .as_ref()
+                    .and_then(|routes| routes.first().map(Pos::of))
+            })
+        });
+        if let Some(at) = restart_command {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "restart.command (or routes) of {the_job} (at {}) is not used for a Slurm \
+                     job: slurm.submit is what restart runs (or slurm.requeue: true); move the \
+                     command there, and keep restart for its cwd and env",
+                    src.quote_at(at)
+                ),
+            ));
+        }
+    }
+    // A Slurm job's StdOut is its log when it declares none: what log_progress reads then.
     let log_progress = raw
         .log_progress
-        .map(|given| log_progress(*given, src, &the_job, log.is_some()))
+        .map(|given| log_progress(*given, src, &the_job, log.is_some() || slurm.is_some()))
         .transpose()?;
 
     let (stall_sec, stall_never) = match &raw.stall_sec {
@@ -567,7 +608,8 @@ fn job(
         || progress_file.is_some()
         || progress_table.is_some()
         || manifest.is_some()
-        || (holder_declared && io_progress);
+        || (holder_declared && io_progress)
+        || slurm.is_some();
     // With the stall judgement off (`stall_sec: never`), a service is watched by its holder
     // alone: no progress is asked of it, so none need be declared.
     let watched_by_holder = stall_never && holder_declared;
@@ -647,13 +689,15 @@ fn job(
             // The event log says whether the last run succeeded: nothing to count is needed.
             Predicate::NotSucceeded => {}
             Predicate::ResourceFree => {
-                if resource_lock.is_none() && lock.is_none() && process.is_none() {
+                if resource_lock.is_none() && lock.is_none() && process.is_none() && slurm.is_none()
+                {
                     return Err(src.refuse(
                         *at,
                         format!(
                             "should_run_when {} of {the_job} has no lock to look at: add \
-                             resource_lock (or lock), the lock file of the resource, or \
-                             process: {{cmdline: '...'}}, the command line of the job",
+                             resource_lock (or lock), the lock file of the resource, \
+                             process: {{cmdline: '...'}}, the command line of the job, or \
+                             slurm: {{job_name: '...'}}, the Slurm job",
                             quote(predicate.as_str())
                         ),
                     ));
@@ -694,7 +738,21 @@ fn job(
             };
             return Err(refusal);
         }
-        if restart.as_ref().and_then(|r| r.command.as_ref()).is_none() {
+        let slurm_restarts = slurm
+            .as_ref()
+            .is_some_and(|(spec, _)| spec.restart.is_some());
+        if slurm.is_some() && !slurm_restarts {
+            return Err(src.refuse(
+                Pos::of(flag),
+                format!(
+                    "auto_restart {} of {the_job} lacks slurm.submit: add the argv that submits \
+                     it again, like submit: [\"sbatch\", \"train.sbatch\"] (or requeue: true), \
+                     or set auto_restart: false",
+                    src.quote_at(Pos::of(flag))
+                ),
+            ));
+        }
+        if slurm.is_none() && restart.as_ref().and_then(|r| r.command.as_ref()).is_none() {
             return Err(src.refuse(
                 Pos::of(flag),
                 format!(
@@ -737,7 +795,115 @@ fn job(
         stall_never,
         markers,
         io_progress,
+        slurm: slurm.map(|(spec, _)| spec),
     })
+}
+
+/// `slurm:`: exactly one of `job_name` and `job_id`, an optional user, and at most one way
+/// to restart (`submit`, or `requeue: true`). Returns where the section starts, for the
+/// refusals that concern the job around it.
+fn slurm_spec(
+    raw: Spanned<RawSlurm>,
+    src: &Source<'_>,
+    the_job: &str,
+) -> Result<(SlurmSpec, Pos), ConfigError> {
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    let job = match (raw.job_name, raw.job_id) {
+        (Some(name), Some(id)) => {
+            return Err(src.refuse(
+                Pos::of(&id),
+                format!(
+                    "slurm of {the_job} names both job_name {} and job_id {}: keep one (the \
+                     name follows each new submission; the id follows one job through its \
+                     requeues)",
+                    quote(&name.value),
+                    quote(&id.value.to_string())
+                ),
+            ));
+        }
+        (Some(name), None) => {
+            let text = name.value.trim();
+            if text.is_empty() || text.chars().any(char::is_control) || text != name.value {
+                return Err(src.refuse(
+                    Pos::of(&name),
+                    format!(
+                        "slurm.job_name {} of {the_job} is not a job name: write the name the \
+                         job is submitted with (sbatch --job-name), without blanks around it",
+                        quote(&name.value)
+                    ),
+                ));
+            }
+            SlurmJobRef::Name(name.value)
+        }
+        (None, Some(id)) if id.value > 0 && id.value <= u64::from(u32::MAX) => {
+            SlurmJobRef::Id(id.value)
+        }
+        (None, Some(id)) => {
+            return Err(src.refuse(
+                Pos::of(&id),
+                format!(
+                    "slurm.job_id {} of {the_job} is not a Slurm job id: write the number \
+                     sbatch printed, like 4242",
+                    quote(&id.value.to_string())
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "slurm of {the_job} (at {}) names no job: write job_name: NAME (the newest \
+                     job of that name is the holder) or job_id: ID",
+                    src.quote_at(at)
+                ),
+            ));
+        }
+    };
+    let user = match raw.user {
+        Some(user) if is_user_name(&user.value) => Some(user.value),
+        Some(user) => {
+            return Err(src.refuse(
+                Pos::of(&user),
+                format!(
+                    "slurm.user {} of {the_job} is not a user name: write the user the job runs \
+                     as, like alice, or remove it for the user mihari runs as",
+                    quote(&user.value)
+                ),
+            ));
+        }
+        None => None,
+    };
+    let at_submit = raw.submit.as_ref().map(Pos::of);
+    let submit = command(src, raw.submit, &format!("slurm.submit of {the_job}"))?;
+    let requeue = raw.requeue.as_ref().filter(|r| r.value).map(Pos::of);
+    let restart = match (submit, requeue) {
+        (Some(_), Some(at)) => {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "slurm of {the_job} has both submit and requeue {}: keep one (submit \
+                     makes a new job; requeue runs the same job id again)",
+                    src.quote_at(at)
+                ),
+            ));
+        }
+        (Some(_), None) if matches!(job, SlurmJobRef::Id(_)) => {
+            return Err(src.refuse(
+                at_submit.unwrap_or(at),
+                format!(
+                    "slurm.submit {} of {the_job} makes a new job with a new id, which job_id \
+                     would not follow: name the job by job_name, or restart it with \
+                     requeue: true",
+                    src.quote_at(at_submit.unwrap_or(at))
+                ),
+            ));
+        }
+        (Some(argv), None) => Some(SlurmRestart::Submit(argv)),
+        (None, Some(_)) => Some(SlurmRestart::Requeue),
+        (None, None) => None,
+    };
+    Ok((SlurmSpec { job, user, restart }, at))
 }
 
 /// A number of seconds where 0 makes no sense (everything would be late at once).
