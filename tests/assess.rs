@@ -1579,6 +1579,22 @@ fn rows() -> Vec<Row> {
             says: "complete: the last run exited 0",
         },
         Row {
+            name: "an exit outranks a count for Slurm too: FAILED after 50 of 50 is RED",
+            job: JobSpec {
+                progress_file: Some(PathBuf::from("/shared/train/done.txt")),
+                expected_total: Some(50),
+                should_run_when: vec![Predicate::NotComplete],
+                ..slurm_job()
+            },
+            evidence: Evidence {
+                progress_file: progress(700.0, 50),
+                ..slurm("FAILED", Some("NonZeroExitCode"), Some(256))
+            },
+            state: State::NotRunning,
+            bucket: Some(Bucket::Red),
+            says: "not complete: the last run exited 1 after 50 of 50",
+        },
+        Row {
             name: "a Slurm controller that cannot be reached is UNKNOWN, never not running",
             job: slurm_job(),
             evidence: Evidence {
