@@ -494,13 +494,18 @@ fn a_log_whose_last_line_is_a_redrawn_meter_asks_for_log_progress() {
         )
     };
     let sandbox = Sandbox::new(&format!("{}{}", job("bar", &bar), job("lines", lines)));
-    let mut runs = [sandbox.spawn(&["run", "bar"]), sandbox.spawn(&["run", "lines"])];
+    let mut runs = [
+        sandbox.spawn(&["run", "bar"]),
+        sandbox.spawn(&["run", "lines"]),
+    ];
     let told = "its last line is a progress meter redrawn in place";
     let bar = wait_for(&sandbox, "bar", "told of its meter", |job| {
         reasons(job).contains(told)
     });
     assert!(reasons(&bar).contains("declare log_progress"), "{bar:#}");
-    let lines = wait_for(&sandbox, "lines", "running", |job| job["state"] == "RUNNING");
+    let lines = wait_for(&sandbox, "lines", "running", |job| {
+        job["state"] == "RUNNING"
+    });
     assert!(!reasons(&lines).contains(told), "{lines:#}");
     for run in &mut runs {
         let _ = Command::new("kill")
