@@ -439,3 +439,78 @@ fn a_long_running_engine_measures_the_rate_and_eta_of_step_lines_over_its_passes
     assert_eq!(row.rate_per_sec, Some(10.0), "{row:#?}");
     assert_eq!(row.eta_sec, Some(80.0), "{row:#?}");
 }
+
+/// Which last lines are a meter redrawn in place: two frames with text between carriage
+/// returns. A line printed once, CRLF lines and a finished bar followed by a plain line are not.
+#[test]
+fn a_last_line_redrawn_with_carriage_returns_is_a_meter_and_nothing_else_is() {
+    use mihari::probe::log_progress::redraws_a_meter;
+    let rows: &[(&str, &[u8], bool)] = &[
+        (
+            "tqdm redrawing",
+            b"start\n\r  0%|          | 0/50 [00:00<?, ?it/s]\r 10%|#         | 5/50 [00:01<00:09, 5.00it/s]",
+            true,
+        ),
+        (
+            "a finished tqdm bar ends in a newline",
+            b"\r 98%|#########8| 49/50\r100%|##########| 50/50 [00:10<00:00]\n",
+            true,
+        ),
+        (
+            "curl's meter",
+            b"  % Total    % Received\n\r  0     0    0     0\r 12 1000k   12  120k",
+            true,
+        ),
+        ("one line printed", b"step 3 of 10\nstep 4 of 10\n", false),
+        ("a Windows log", b"step 3 of 10\r\nstep 4 of 10\r\n", false),
+        (
+            "a plain line after the bar",
+            b"\r 50%|#####| 5/10\r100%|##########| 10/10\nsaving checkpoint\n",
+            false,
+        ),
+        ("nothing", b"", false),
+        ("one frame only", b"\r 10%|#         | 5/50", false),
+    ];
+    for (name, tail, meter) in rows {
+        assert_eq!(redraws_a_meter(tail), *meter, "{name}");
+    }
+}
+
+/// The incident behind it: a tqdm job declared with only its log reads RUNNING "progress 1 s
+/// ago" while its bar redraws the same figure, and nothing tells the operator that the log's
+/// time moves with every redraw. A real tqdm loop's log now says so, and says what to declare;
+/// a job that prints lines is not told.
+#[test]
+fn a_log_whose_last_line_is_a_redrawn_meter_asks_for_log_progress() {
+    let python = python();
+    let bar = tqdm_script(100_000, 0.05);
+    let lines = "import time\nfor i in range(100000):\n    print(f'step {i}', flush=True)\n    \
+                 time.sleep(0.05)\n";
+    let job = |id: &str, script: &str| {
+        format!(
+            "  - id: {id}\n    lock: {id}.lock\n    log: {id}.log\n    \
+             should_run_when: [resource_free]\n    restart:\n      \
+             command: [{python}, -c, {script:?}]\n"
+        )
+    };
+    let sandbox = Sandbox::new(&format!("{}{}", job("bar", &bar), job("lines", lines)));
+    let mut runs = [
+        sandbox.spawn(&["run", "bar"]),
+        sandbox.spawn(&["run", "lines"]),
+    ];
+    let told = "its last line is a progress meter redrawn in place";
+    let bar = wait_for(&sandbox, "bar", "told of its meter", |job| {
+        reasons(job).contains(told)
+    });
+    assert!(reasons(&bar).contains("declare log_progress"), "{bar:#}");
+    let lines = wait_for(&sandbox, "lines", "running", |job| {
+        job["state"] == "RUNNING"
+    });
+    assert!(!reasons(&lines).contains(told), "{lines:#}");
+    for run in &mut runs {
+        let _ = Command::new("kill")
+            .args(["-TERM", &run.id().to_string()])
+            .status();
+        let _ = run.wait();
+    }
+}

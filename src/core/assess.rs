@@ -1523,6 +1523,15 @@ fn log_words(
     now: DateTime<Utc>,
 ) -> Vec<String> {
     let mut words = Vec::new();
+    if evidence.log_meter && job.log_progress.is_none() {
+        words.push(
+            "log: its last line is a progress meter redrawn in place: each redraw moves the \
+             log's time whether or not anything moved; declare log_progress (preset tqdm, curl, \
+             wget, rsync, pv or dd, or a pattern) so that mihari reads how far it is and sees \
+             when it stops moving"
+                .to_string(),
+        );
+    }
     if let Some(missing) = &evidence.log_missing {
         if job.log.is_none() && job.slurm.is_some() {
             words.push(format!(

@@ -344,6 +344,12 @@ pub struct Evidence {
     /// have started). Already inert.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_missing: Option<String>,
+    /// The log's last line is a progress meter redrawn with carriage returns (a tqdm bar, a
+    /// curl or wget meter) and the job declares no `log_progress`: each redraw moves the log's
+    /// time whether or not anything moved, so the log alone cannot tell progress from a meter
+    /// that redraws the same figure. Only looked for when `log_progress` is not declared.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub log_meter: bool,
     pub progress_file: Option<Reading<LineCount>>,
     pub progress_table: Option<Reading<TableReading>>,
     pub manifest: Option<Box<Reading<ManifestReading>>>,

@@ -657,6 +657,42 @@ pub fn source_words(log: &Path, from: Option<&PathBuf>) -> String {
     }
 }
 
+/// How much of a log's end is read to tell whether its last line is a redrawn meter: a few
+/// dozen frames of a tqdm bar or a curl meter.
+pub const METER_WINDOW_BYTES: u64 = 4 * 1024;
+
+/// Whether the last line of `tail` (the end of a log; a `\n` that ends it is not a new line) is
+/// a progress meter redrawn in place: at least two frames with text, separated by carriage
+/// returns, as tqdm, curl and wget draw them. A line printed once, or lines ending in
+/// `\r\n` (a Windows log), are not.
+pub fn redraws_a_meter(tail: &[u8]) -> bool {
+    let tail = tail.strip_suffix(b"\n").unwrap_or(tail);
+    let line = match memchr::memrchr(b'\n', tail) {
+        Some(at) => &tail[at + 1..],
+        None => tail,
+    };
+    line.split(|byte| *byte == b'\r')
+        .filter(|frame| !frame.iter().all(u8::is_ascii_whitespace))
+        .take(2)
+        .count()
+        == 2
+}
+
+/// [`redraws_a_meter`] of the last [`METER_WINDOW_BYTES`] of the log at `path`, opened with the
+/// log's rules; `false` when it cannot be read (the log's own reading says why).
+pub fn log_redraws_a_meter(path: &Path) -> bool {
+    let Ok(opened) = safe_open::read(path, Role::Log) else {
+        return false;
+    };
+    let len = opened.meta.len();
+    let want = len.min(METER_WINDOW_BYTES);
+    let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(0)];
+    match opened.file.read_at(&mut bytes, len - want) {
+        Ok(read) => redraws_a_meter(&bytes[..read]),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

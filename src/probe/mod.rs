@@ -40,6 +40,10 @@ pub struct Prober {
     logs: rotation::LogMemory,
     /// Every job's `process.cmdline`, compiled into one set.
     matcher: procscan::Matcher,
+    /// Whether each log with no `log_progress` ended in a redrawn meter, by the length and time
+    /// it had when it was read: read again only when the log changed.
+    meters:
+        std::collections::HashMap<std::path::PathBuf, ((u64, chrono::DateTime<chrono::Utc>), bool)>,
     /// Every job's `log_progress.pattern`, compiled once, and what each log's reading was at
     /// the last look: a meter that redraws the same figure is not progress.
     log_progress: log_progress::LogProgressReader,
@@ -143,12 +147,29 @@ impl Prober {
         let log_path = job.log.as_deref().or(slurm_log.as_deref());
         let log = log_path.map(|path| self.logs.read(path));
         let log_missing = log.as_ref().and_then(|log| log.missing.clone());
+        // A log nobody told mihari how to read: is it a meter redrawn in place? Read again only
+        // when the log changed since the last look.
+        let log_meter = match (&job.log, &job.log_progress, log.as_ref().map(|l| &l.stamp)) {
+            (Some(path), None, Some(Reading::Found(stamp))) if stamp.len > 0 => {
+                let key = (stamp.len, stamp.modified);
+                match self.meters.get(path) {
+                    Some((seen, meter)) if *seen == key => *meter,
+                    _ => {
+                        let meter = log_progress::log_redraws_a_meter(path);
+                        self.meters.insert(path.clone(), (key, meter));
+                        meter
+                    }
+                }
+            }
+            _ => false,
+        };
         let process = scan.reading(job);
         Evidence {
             lock,
             resource_lock: resource_lock.map(Box::new),
             log: log.map(|log| log.stamp),
             log_missing,
+            log_meter,
             progress_file: job.progress_file.as_deref().map(|p| self.counter.count(p)),
             progress_table: job.progress_table.as_ref().map(table::read_progress_table),
             manifest: job
