@@ -1,0 +1,176 @@
+//! The two views that take the body: the event log (`e`) and the daily digest (`D`), times in
+//! the header's zone.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use super::text::{pad, wrap};
+use crate::core::text::inert;
+use crate::tui::model::Model;
+
+pub(super) fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
+    let Some(view) = &model.events else {
+        return;
+    };
+    let theme = &model.theme;
+    let scope = match &view.job {
+        Some(job) => format!("job {}", inert(job)),
+        None => "all jobs".to_string(),
+    };
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(theme.focused_border())
+        .title(Span::styled(
+            format!(" events: {scope} (a: job/all · e or Esc: close) "),
+            theme.heading(),
+        ));
+    let inner = block.inner(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(block, area);
+    let rows = match &view.rows {
+        Ok(rows) => rows,
+        Err(error) => {
+            frame.render_widget(
+                Paragraph::new(format!(" cannot read the event log: {}", inert(error)))
+                    .style(theme.alarm()),
+                inner,
+            );
+            return;
+        }
+    };
+    if rows.is_empty() {
+        frame.render_widget(Paragraph::new(" no events yet").style(theme.dim()), inner);
+        return;
+    }
+    let height = usize::from(inner.height);
+    let end = rows
+        .len()
+        .saturating_sub(view.scroll.min(rows.len().saturating_sub(1)));
+    let start = end.saturating_sub(height);
+    let lines: Vec<Line> = rows[start..end]
+        .iter()
+        .map(|event| {
+            let style = match event.kind.as_str() {
+                "failed" | "refused" | "cap-reached" | "duplicate" => theme.alarm(),
+                "cooldown-suppressed" | "declined" | "skipped" => theme.warning(),
+                "verified" | "released" | "approved" => theme.good(),
+                _ => Style::default(),
+            };
+            let mut text = format!(
+                " {} {:<19} {:<14} {:<8}",
+                model.zone.format(event.at, "%m-%d %H:%M:%S"),
+                event.kind,
+                event
+                    .job
+                    .as_deref()
+                    .map(inert)
+                    .unwrap_or_else(|| "-".into()),
+                event.actor.as_str()
+            );
+            if let Some(route) = &event.route {
+                text.push_str(&format!(" route {}", inert(route)));
+            }
+            if let Some(reason) = &event.reason {
+                text.push_str(&format!(
+                    " {}",
+                    model.zone.rewrite_utc_stamps(&inert(reason))
+                ));
+            }
+            Line::styled(pad(&text, usize::from(inner.width)), style)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// A digest report's lines in the header's zone.
+pub(super) fn digest_lines(
+    model: &Model,
+    report: &crate::core::digest::DigestReport,
+) -> Vec<String> {
+    match model.zone {
+        crate::probe::zone::Zone::Utc => report.lines(&chrono::Utc),
+        crate::probe::zone::Zone::Local => report.lines(&chrono::Local),
+    }
+}
+
+/// The daily digest: the newest one not yet marked read, grouped by job, then the queue since
+/// the last cut. Times in the header's zone, like the rest of the screen.
+pub(super) fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
+    let Some(view) = &model.digest else {
+        return;
+    };
+    let theme = &model.theme;
+    let block = Block::default()
+        .borders(Borders::TOP | Borders::BOTTOM)
+        .border_style(theme.focused_border())
+        .title(Span::styled(
+            " digest (m: mark read · D or Esc: close) ",
+            theme.heading(),
+        ));
+    let inner = block.inner(area);
+    frame.render_widget(Clear, area);
+    frame.render_widget(block, area);
+    let view = match view {
+        Ok(view) => view,
+        Err(error) => {
+            frame.render_widget(
+                Paragraph::new(format!(" cannot read the digest: {}", inert(error)))
+                    .style(theme.alarm()),
+                inner,
+            );
+            return;
+        }
+    };
+    let width = usize::from(inner.width);
+    let mut lines: Vec<Line> = Vec::new();
+    match &view.latest {
+        Some(digest) => {
+            lines.push(Line::styled(
+                format!(
+                    " digest {} cut {} · {} items",
+                    digest.id,
+                    model.zone.format(digest.cut, "%Y-%m-%d %H:%M"),
+                    digest.items.len()
+                ),
+                theme.heading(),
+            ));
+            let report = crate::core::digest::report(&digest.items, &view.previous);
+            for line in digest_lines(model, &report) {
+                let style = if line.trim_start().starts_with('!') {
+                    theme.alarm()
+                } else {
+                    Style::default()
+                };
+                for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
+                    lines.push(Line::styled(piece, style));
+                }
+            }
+        }
+        None => lines.push(Line::styled(
+            " no digest waiting: none cut yet, or the last one is marked read",
+            theme.dim(),
+        )),
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        format!(" queued since the last cut: {} items", view.pending.len()),
+        theme.heading(),
+    ));
+    if !view.pending.is_empty() {
+        let report = crate::core::digest::report(&view.pending, &[]);
+        for line in digest_lines(model, &report) {
+            for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
+                lines.push(Line::styled(piece, theme.dim()));
+            }
+        }
+    }
+    let shown: Vec<Line> = lines
+        .into_iter()
+        .skip(view.scroll)
+        .take(usize::from(inner.height))
+        .collect();
+    frame.render_widget(Paragraph::new(shown), inner);
+}
