@@ -345,7 +345,7 @@ fn an_empty_jobs_file_120x40() {
 fn select(model: &mut Model, id: &str) {
     press(model, "g");
     for _ in 0..20 {
-        if model.selected.as_deref() == Some(id) {
+        if model.selected.as_deref() == Some(id) && model.selected_approval.is_none() {
             return;
         }
         press(model, "j");
@@ -523,7 +523,9 @@ fn restart_plan() -> Decision {
     Decision::Restart(RestartPlan {
         job: "export".into(),
         key: "5f0c2a9e8b7d6c5a4f3e2d1c0b9a8f7e".into(),
-        evidence: "lock held by dead pid 4243, start 1000, written 2026-11-29T08:00:00Z".into(),
+        evidence: "lock held by dead pid 4243, start 1000, written 2026-11-29T08:00:00.123456789Z"
+            .into(),
+        reason: "lock held by pid 4243, process gone: no such process".into(),
         state: State::DeadLockStale,
         bucket: Bucket::Restart,
         argv: vec!["python3".into(), "collect.py".into(), "--resume".into()],
@@ -537,13 +539,24 @@ fn restart_plan() -> Decision {
             liveness: Liveness::Dead,
             why: "no such process".into(),
         }),
-        policy: "blocked: server-side error not yet understood".into(),
+        policy: mihari::core::decision::policy_words(&spec("export", "data-team")),
         cooldown: Cooldown::Closed {
             workspace_hash: "a1b2c3d4e5f6".into(),
             last_spawn: now() - Duration::seconds(100),
             opens_at: now() + Duration::seconds(500),
         },
     })
+}
+
+/// The restart plan with the workspace cooldown open: confirming spawns.
+fn open_restart_plan() -> Decision {
+    let Decision::Restart(mut plan) = restart_plan() else {
+        unreachable!()
+    };
+    plan.cooldown = Cooldown::Open {
+        workspace_hash: "a1b2c3d4e5f6".into(),
+    };
+    Decision::Restart(plan)
 }
 
 fn release_plan() -> Decision {
@@ -720,23 +733,23 @@ fn a_broken_rule_of_no_job_heads_the_red_section() {
 #[test]
 fn a_dialog_focuses_cancel_and_only_confirm_executes() {
     let mut model = model_at(80, 24);
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     let dialog = model.dialog.clone().unwrap();
     assert_eq!(dialog.focus, Focus::Cancel);
     // Enter on the focused Cancel declines.
     assert_eq!(
         update(&mut model, key(KeyCode::Enter)),
-        Some(Command::Decline(restart_plan()))
+        Some(Command::Decline(open_restart_plan()))
     );
     assert!(model.dialog.is_none());
     // Esc declines too.
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     assert_eq!(
         update(&mut model, key(KeyCode::Esc)),
-        Some(Command::Decline(restart_plan()))
+        Some(Command::Decline(open_restart_plan()))
     );
     // Other keys do nothing while the dialog is open: no selection moves, no quitting on j.
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     let selected = model.selected.clone();
     assert_eq!(press(&mut model, "jkrxa"), vec![]);
     assert_eq!(model.selected, selected);
@@ -746,7 +759,7 @@ fn a_dialog_focuses_cancel_and_only_confirm_executes() {
     assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
     assert_eq!(
         update(&mut model, key(KeyCode::Enter)),
-        Some(Command::Execute(restart_plan()))
+        Some(Command::Execute(open_restart_plan()))
     );
     assert!(model.dialog.is_none());
     update(
@@ -918,7 +931,7 @@ fn the_mouse_wheel_scrolls_and_a_click_selects() {
     };
     update(&mut model, mouse(MouseEventKind::ScrollDown, 10, 5));
     assert_eq!(model.selected.as_deref(), Some("ingest"));
-    // Line 3 is the first list row ("RESTART 1"), line 4 is export; find labels' line.
+    // Below the border and the column titles: the first list row ("RESTART 1"); find labels.
     let line = model
         .rows()
         .iter()
@@ -930,7 +943,7 @@ fn the_mouse_wheel_scrolls_and_a_click_selects() {
         mouse(
             MouseEventKind::Down(MouseButton::Left),
             5,
-            list.y + 1 + line,
+            list.y + 2 + line,
         ),
     );
     assert_eq!(model.selected.as_deref(), Some("labels"));
@@ -1238,10 +1251,10 @@ fn a_paused_job_is_listed_last_with_who_when_why_and_its_last_run() {
     let screen = draw(&model);
     assert!(screen.contains("PAUSED"), "{screen}");
     assert!(
-        screen.contains("Paused by alice 10m ago: upstream maintenance until 18:00 (p resumes)"),
+        screen.contains("Paused by alice 600 s ago: upstream maintenance until 18:00 (p resumes)"),
         "{screen}"
     );
-    assert!(screen.contains("Last run exited 1 11m ago"), "{screen}");
+    assert!(screen.contains("Last run exited 1 700 s ago"), "{screen}");
 }
 
 /// Two questions of one job: `a` opens a chooser (not the first one's dialog), arrows and
@@ -1279,11 +1292,11 @@ fn the_approve_key_chooses_among_several_pending_approvals_80x24() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
-        detail.contains("1 ⚑ step 'publish': publish 3 articles · asked by alice at 08:50:00 (10m ago) · key k-one"),
+        detail.contains("1 ⚑ step 'publish': publish 3 articles · asked by alice at 08:50:00 (600 s ago) · key k-one"),
         "{detail}"
     );
     assert!(
-        detail.contains("2 ⚑ step 'delete': delete 12 raw shards · asked at 08:58:00 (2m ago)"),
+        detail.contains("2 ⚑ step 'delete': delete 12 raw shards · asked at 08:58:00 (120 s ago)"),
         "{detail}"
     );
 

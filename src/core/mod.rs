@@ -16,6 +16,7 @@ pub mod order;
 pub mod text;
 pub mod times;
 pub mod watch;
+pub mod why;
 
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;

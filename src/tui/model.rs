@@ -73,6 +73,14 @@ pub struct Tail {
     pub earlier: Option<crate::probe::tail::EarlierLines>,
 }
 
+/// What the operator had in front of them when they last looked: each job's state and
+/// bucket then. Rows that differ are marked until they look again.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Looked {
+    pub at: Option<DateTime<Utc>>,
+    pub jobs: HashMap<String, (crate::core::State, Option<Bucket>)>,
+}
+
 /// Everything the dashboard shows.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -88,6 +96,13 @@ pub struct Model {
     pub history: HashMap<String, VecDeque<(DateTime<Utc>, u64)>>,
     /// The selected job, by id, so the selection follows it when the order changes.
     pub selected: Option<String>,
+    /// The key of the selected approval, when the cursor is on a row of the APPROVALS group
+    /// (`selected` is then its job).
+    pub selected_approval: Option<String>,
+    /// Where the cursor was among the rows that need a human, when it was on one: when its
+    /// job leaves them (released, restarted), the cursor stays at that place in the action
+    /// list instead of following the job out of it.
+    cursor_rank: Option<usize>,
     /// The first list line shown.
     pub list_scroll: usize,
     pub focus: Pane,
@@ -102,6 +117,13 @@ pub struct Model {
     pub filter: String,
     pub filter_editing: bool,
     pub help: bool,
+    /// The help shows the legend of every mark rather than the keys (Tab in `?`).
+    pub help_legend: bool,
+    /// The last status message, kept when the next key clears the status line: `L` shows it
+    /// whole.
+    pub last_status: Option<String>,
+    /// `L`: the last message is shown whole, until a key.
+    pub status_whole: bool,
     /// A one-off message for the status line, cleared by the next key.
     pub status: Option<String>,
     pub tail: Option<Tail>,
@@ -117,6 +139,9 @@ pub struct Model {
     pub escalations: Vec<Condition>,
     /// The newest escalation, shown as a banner until the operator presses a key.
     pub banner: Option<Condition>,
+    /// What the screen showed when the operator last looked at it (loaded from the state
+    /// directory at start); `None` until known.
+    pub looked: Option<Looked>,
     /// The log's stamp when the tail was loaded: a newer stamp means load it again.
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
@@ -209,17 +234,48 @@ pub enum Command {
     Bell,
 }
 
+/// A group of the action list: the pending approvals above it, its buckets in fixed order,
+/// then the jobs that need nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Every pending approval, whatever its job's bucket: a question only a human answers.
+    Approvals,
+    Bucket(Bucket),
+    /// The jobs that need nothing ("NO ACTION").
+    Rest,
+}
+
+impl Section {
+    /// Whether its rows need a human.
+    pub fn needs_a_human(self) -> bool {
+        !matches!(self, Section::Rest)
+    }
+}
+
 /// One line of the action list.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Row<'a> {
-    /// A section heading: a bucket, or `None` for the jobs with nothing to do.
+    /// A section heading with how many rows it holds.
     Heading {
-        bucket: Option<Bucket>,
+        section: Section,
         count: usize,
     },
     Job(&'a Assessment),
+    /// One pending approval of a job, in the APPROVALS group: selecting it and pressing `a`
+    /// decides this one.
+    Approval(&'a Assessment, &'a crate::core::PendingApproval),
     /// A broken rule that belongs to no job ("no machine is watching"), under RED.
     Rule(&'a str),
+}
+
+/// Where the cursor can rest: a job's row, or one of its approvals in the APPROVALS group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    pub job: String,
+    /// The approval's key, for a row of the APPROVALS group.
+    pub approval: Option<String>,
+    /// Whether the row needs a human (an approval, or a job in a bucket).
+    pub needs_a_human: bool,
 }
 
 impl Model {
@@ -236,6 +292,8 @@ impl Model {
             snapshot: None,
             history: HashMap::new(),
             selected: None,
+            selected_approval: None,
+            cursor_rank: None,
             list_scroll: 0,
             focus: Pane::List,
             zoomed: false,
@@ -245,6 +303,9 @@ impl Model {
             filter: String::new(),
             filter_editing: false,
             help: false,
+            help_legend: false,
+            last_status: None,
+            status_whole: false,
             status: None,
             tail: None,
             dialog: None,
@@ -253,6 +314,7 @@ impl Model {
             digest: None,
             escalations: Vec::new(),
             banner: None,
+            looked: None,
             tail_stamp: None,
             size: (80, 24),
             theme,
@@ -263,7 +325,19 @@ impl Model {
     }
 
     pub fn areas(&self) -> Areas {
-        layout::areas(self.size.0, self.size.1, self.zoomed)
+        self.areas_in(self.size.0, self.size.1)
+    }
+
+    /// The areas of a `width` x `height` frame, the header and the status line as tall as
+    /// their words need.
+    pub fn areas_in(&self, width: u16, height: u16) -> Areas {
+        layout::areas(
+            width,
+            height,
+            self.zoomed,
+            super::view::header_height(self, width),
+            super::view::status_height(self, width),
+        )
     }
 
     /// The spec of job `id`.
@@ -289,13 +363,27 @@ impl Model {
                 .is_some_and(|b| b.as_str().to_lowercase().contains(&needle))
     }
 
-    /// The lines of the action list as shown: headings with counts, then their jobs, the
-    /// buckets in fixed order, then the jobs with nothing to do. Filtered.
+    /// The lines of the action list as shown: the pending approvals first, then headings
+    /// with counts and their jobs, the buckets in fixed order, then the jobs with nothing to
+    /// do. Filtered.
     pub fn rows(&self) -> Vec<Row<'_>> {
         let Some(snapshot) = &self.snapshot else {
             return Vec::new();
         };
         let mut rows = Vec::new();
+        let approvals: Vec<Row<'_>> = snapshot
+            .list
+            .rows()
+            .filter(|a| !a.pending_approvals.is_empty() && self.matches(a))
+            .flat_map(|a| a.pending_approvals.iter().map(move |p| Row::Approval(a, p)))
+            .collect();
+        if !approvals.is_empty() {
+            rows.push(Row::Heading {
+                section: Section::Approvals,
+                count: approvals.len(),
+            });
+            rows.extend(approvals);
+        }
         for bucket in Bucket::ORDER {
             let jobs: Vec<&Assessment> = snapshot
                 .list
@@ -309,7 +397,7 @@ impl Model {
             };
             if !jobs.is_empty() || !rules.is_empty() {
                 rows.push(Row::Heading {
-                    bucket: Some(bucket),
+                    section: Section::Bucket(bucket),
                     count: jobs.len() + rules.len(),
                 });
                 rows.extend(rules.into_iter().map(Row::Rule));
@@ -324,12 +412,35 @@ impl Model {
             .collect();
         if !rest.is_empty() {
             rows.push(Row::Heading {
-                bucket: None,
+                section: Section::Rest,
                 count: rest.len(),
             });
             rows.extend(rest.into_iter().map(Row::Job));
         }
         rows
+    }
+
+    /// Whether `row` is where the cursor is.
+    pub fn is_selected(&self, row: &Row<'_>) -> bool {
+        match row {
+            Row::Job(a) => {
+                self.selected.as_deref() == Some(a.id.as_str()) && self.selected_approval.is_none()
+            }
+            Row::Approval(a, p) => {
+                self.selected.as_deref() == Some(a.id.as_str())
+                    && self.selected_approval.as_deref() == Some(p.key.as_str())
+            }
+            Row::Heading { .. } | Row::Rule(_) => false,
+        }
+    }
+
+    /// The window of the list in view: the first row shown, how many rows fit, and whether
+    /// the first line announces what is above instead (the list scrolled down). Shared by
+    /// `view` and `update`, so a click and a page key mean what is drawn.
+    pub fn list_window(&self) -> Option<(usize, usize, bool)> {
+        let list = self.areas().list?;
+        let height = layout::list_inner_height(list).max(1);
+        Some(window(self.list_scroll, height))
     }
 
     /// The stale markers of job `id` as last gathered and judged at the screen's moment:
@@ -369,9 +480,8 @@ impl Model {
         };
         let areas = self.areas();
         let mut ages = Vec::new();
-        if let Some(list) = areas.list.filter(|_| self.events.is_none()) {
-            let height = layout::list_inner_height(list);
-            for row in self.rows().iter().skip(self.list_scroll).take(height) {
+        if let Some((start, shown, _)) = self.list_window().filter(|_| self.events.is_none()) {
+            for row in self.rows().iter().skip(start).take(shown) {
                 if let Row::Job(a) = row
                     && let Some(age) = self.age_now(a)
                 {
@@ -445,73 +555,134 @@ impl Model {
         next_boundary(self.now, step)
     }
 
-    /// The ids of the job rows shown, in order.
-    fn job_ids(&self) -> Vec<String> {
+    /// Whether `row` reads differently from when the operator last looked: another state or
+    /// bucket, or a job they have not seen.
+    pub fn changed_since_looked(&self, row: &Assessment) -> bool {
+        self.looked
+            .as_ref()
+            .is_some_and(|looked| looked.jobs.get(&row.id) != Some(&(row.state, row.bucket)))
+    }
+
+    /// Where the cursor can rest, in the order shown.
+    pub fn stops(&self) -> Vec<Stop> {
+        let mut section = Section::Rest;
         self.rows()
             .iter()
             .filter_map(|r| match r {
-                Row::Job(a) => Some(a.id.clone()),
-                Row::Heading { .. } | Row::Rule(_) => None,
+                Row::Heading { section: s, .. } => {
+                    section = *s;
+                    None
+                }
+                Row::Job(a) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: None,
+                    needs_a_human: section.needs_a_human(),
+                }),
+                Row::Approval(a, p) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: Some(p.key.clone()),
+                    needs_a_human: true,
+                }),
+                Row::Rule(_) => None,
             })
             .collect()
     }
 
-    fn select_first_if_needed(&mut self) {
-        let ids = self.job_ids();
-        let keep = self
-            .selected
-            .as_ref()
-            .is_some_and(|id| ids.iter().any(|i| i == id));
-        if !keep {
-            self.selected = ids.first().cloned();
+    fn at_stop(&self, stop: &Stop) -> bool {
+        self.selected.as_deref() == Some(stop.job.as_str())
+            && self.selected_approval == stop.approval
+    }
+
+    fn select_stop(&mut self, stop: Option<&Stop>) {
+        let (job, approval) = match stop {
+            Some(stop) => (Some(stop.job.clone()), stop.approval.clone()),
+            None => (None, None),
+        };
+        if self.selected != job {
             self.detail_scroll = 0;
             self.tail_scroll = 0;
+        }
+        self.selected = job;
+        self.selected_approval = approval;
+    }
+
+    fn select_first_if_needed(&mut self) {
+        let stops = self.stops();
+        if !stops.iter().any(|s| self.at_stop(s)) {
+            // An approval decided meanwhile: its job's own row, if it is shown.
+            let own = stops
+                .iter()
+                .find(|s| self.selected.as_deref() == Some(s.job.as_str()) && s.approval.is_none());
+            let first = own.or(stops.first()).cloned();
+            self.select_stop(first.as_ref());
         }
     }
 
-    /// Moves the selection `delta` job rows (negative is up), clamped at the ends.
-    fn move_selection(&mut self, delta: isize) {
-        let ids = self.job_ids();
-        if ids.is_empty() {
-            self.selected = None;
+    /// After a new snapshot: when the cursor was on a row that needs a human and its job no
+    /// longer needs one (released, restarted, decided), the cursor stays at the same place
+    /// among the rows that do: the next thing that needs a human, not the job on its way out.
+    fn keep_the_cursor_on_what_needs_a_human(&mut self) {
+        let Some(rank) = self.cursor_rank else {
+            return;
+        };
+        let stops = self.stops();
+        let here = stops.iter().find(|s| self.at_stop(s));
+        if here.is_some_and(|s| s.needs_a_human) {
             return;
         }
-        let at = self
-            .selected
-            .as_ref()
-            .and_then(|id| ids.iter().position(|i| i == id))
-            .unwrap_or(0) as isize;
-        let to = (at + delta).clamp(0, ids.len() as isize - 1) as usize;
-        if self.selected.as_deref() != Some(ids[to].as_str()) {
-            self.selected = Some(ids[to].clone());
-            self.detail_scroll = 0;
-            self.tail_scroll = 0;
+        let waiting: Vec<&Stop> = stops.iter().filter(|s| s.needs_a_human).collect();
+        if let Some(next) = waiting.get(rank).or(waiting.last()).map(|s| (*s).clone()) {
+            self.select_stop(Some(&next));
         }
+    }
+
+    /// Notes where the cursor is among the rows that need a human.
+    fn remember_rank(&mut self) {
+        let stops = self.stops();
+        self.cursor_rank = stops
+            .iter()
+            .filter(|s| s.needs_a_human)
+            .position(|s| self.at_stop(s));
+    }
+
+    /// Moves the selection `delta` rows (negative is up), clamped at the ends.
+    fn move_selection(&mut self, delta: isize) {
+        let stops = self.stops();
+        if stops.is_empty() {
+            self.select_stop(None);
+            return;
+        }
+        let at = stops.iter().position(|s| self.at_stop(s)).unwrap_or(0) as isize;
+        let to = (at + delta).clamp(0, stops.len() as isize - 1) as usize;
+        self.select_stop(Some(&stops[to]));
     }
 
     /// Keeps the selected row (and, when it is the first of its section, its heading) in
-    /// the visible part of the list.
+    /// the visible part of the list; a scrolled list gives its first line to what is above.
     fn ensure_visible(&mut self) {
         let Some(list) = self.areas().list else {
             return;
         };
         let height = layout::list_inner_height(list).max(1);
         let rows = self.rows();
-        let line = self.selected.as_ref().and_then(|id| {
-            rows.iter()
-                .position(|r| matches!(r, Row::Job(a) if &a.id == id))
-        });
-        let max_scroll = rows.len().saturating_sub(height);
+        let line = rows.iter().position(|r| self.is_selected(r));
+        let max_scroll = if rows.len() <= height {
+            0
+        } else {
+            rows.len() - height.saturating_sub(1).max(1)
+        };
         if let Some(line) = line {
             let top = if line > 0 && matches!(rows[line - 1], Row::Heading { .. }) {
                 line - 1
             } else {
                 line
             };
-            if top < self.list_scroll {
+            let (start, shown, _) = window(self.list_scroll, height);
+            if top < start || top == 0 {
                 self.list_scroll = top;
-            } else if line >= self.list_scroll + height {
-                self.list_scroll = line + 1 - height;
+            } else if line >= start + shown {
+                let (_, scrolled, _) = window(1, height);
+                self.list_scroll = line + 1 - scrolled;
             }
         }
         self.list_scroll = self.list_scroll.min(max_scroll);
@@ -555,15 +726,15 @@ impl Model {
     }
 }
 
-/// The display step of an age: seconds under 10 s, tens of seconds under a minute, then
-/// minutes.
+/// The display step of an age as [`crate::core::assess::fmt_secs`] writes it: seconds under
+/// 1000 s, then minutes, then hours past two days.
 pub fn age_step(age_sec: f64) -> i64 {
-    if age_sec < 10.0 {
+    if age_sec < 1000.0 {
         1
-    } else if age_sec < 60.0 {
-        10
-    } else {
+    } else if age_sec < 172_800.0 {
         60
+    } else {
+        3600
     }
 }
 
@@ -583,9 +754,15 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
                 return None;
             }
             model.dirty = true;
-            on_key(model, key)
+            let command = on_key(model, key);
+            model.remember_rank();
+            command
         }
-        Msg::Mouse(mouse) => on_mouse(model, mouse),
+        Msg::Mouse(mouse) => {
+            let command = on_mouse(model, mouse);
+            model.remember_rank();
+            command
+        }
         Msg::Resize(width, height) => {
             model.size = (width, height);
             model.dirty = true;
@@ -597,7 +774,9 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.record_history(&snapshot);
             model.snapshot = Some(snapshot);
             model.select_first_if_needed();
+            model.keep_the_cursor_on_what_needs_a_human();
             model.ensure_visible();
+            model.remember_rank();
             model.dirty = true;
             model.tail_command()
         }
@@ -638,7 +817,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             None
         }
         Msg::Proposed(Ok(decision)) => {
-            model.dialog = Some(Dialog::new(decision));
+            model.dialog = Some(Dialog::at(decision, Some(model.now)));
             model.dirty = true;
             None
         }
@@ -800,7 +979,9 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         model.quit = true;
         return Some(Command::Quit);
     }
-    model.status = None;
+    if let Some(status) = model.status.take() {
+        model.last_status = Some(status);
+    }
     // Any key means the operator has seen the banner.
     model.banner = None;
     if model.dialog.is_some() {
@@ -824,8 +1005,15 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 model.quit = true;
                 return Some(Command::Quit);
             }
+            KeyCode::Tab | KeyCode::BackTab | KeyCode::Left | KeyCode::Right => {
+                model.help_legend = !model.help_legend
+            }
             _ => model.help = false,
         }
+        return None;
+    }
+    if model.status_whole {
+        model.status_whole = false;
         return None;
     }
     let page = page_height(model) as isize;
@@ -834,7 +1022,11 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             model.quit = true;
             return Some(Command::Quit);
         }
-        KeyCode::Char('?') => model.help = true,
+        KeyCode::Char('?') => {
+            model.help = true;
+            model.help_legend = false;
+        }
+        KeyCode::Char('L') => model.status_whole = true,
         KeyCode::Char('/') => model.filter_editing = true,
         KeyCode::Esc => {
             if model.tail_focus {
@@ -901,6 +1093,12 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 model.status = Some("select a job first".to_string());
                 return None;
             };
+            // On a row of the APPROVALS group: that question.
+            if c == 'a'
+                && let Some(key) = model.selected_approval.clone()
+            {
+                return Some(Command::ProposeApproval { job, key });
+            }
             // Several questions waiting: the operator picks one before any dialog.
             if c == 'a'
                 && let Some(row) = model.selected_row()
@@ -1087,19 +1285,29 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
         }
         MouseEventKind::Down(MouseButton::Left) if in_list => {
             let list = areas.list?;
-            let line = usize::from(mouse.row.saturating_sub(list.y + 1)) + model.list_scroll;
+            let (start, _, above) = model.list_window()?;
+            // Below the top border and the column headers (and the line saying what is above).
+            let first = list.y + 2 + u16::from(above);
+            let line = usize::from(mouse.row.checked_sub(first)?) + start;
             let clicked = match model.rows().get(line) {
-                Some(Row::Job(a)) => Some(a.id.clone()),
+                Some(Row::Job(a)) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: None,
+                    needs_a_human: false,
+                }),
+                Some(Row::Approval(a, p)) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: Some(p.key.clone()),
+                    needs_a_human: true,
+                }),
                 _ => None,
             };
             model.focus = Pane::List;
             model.dirty = true;
-            if let Some(id) = clicked
-                && model.selected.as_deref() != Some(id.as_str())
+            if let Some(stop) = clicked
+                && !model.at_stop(&stop)
             {
-                model.selected = Some(id);
-                model.detail_scroll = 0;
-                model.tail_scroll = 0;
+                model.select_stop(Some(&stop));
                 return model.tail_command();
             }
             None
@@ -1110,5 +1318,16 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
             None
         }
         _ => None,
+    }
+}
+
+/// The rows in view for a list scrolled to `scroll` with `height` lines: the first row, how
+/// many, and whether the first line announces what is above (so the head of the list is
+/// never silently out of view).
+pub fn window(scroll: usize, height: usize) -> (usize, usize, bool) {
+    if scroll == 0 || height < 2 {
+        (scroll, height, false)
+    } else {
+        (scroll, height - 1, true)
     }
 }

@@ -14,7 +14,7 @@ use super::text::{fmt_age, wrap};
 use crate::core::text::inert;
 use crate::core::{Bucket, Carried, CheckResult, Liveness, Reading};
 use crate::tui::model::{Model, Pane};
-use crate::tui::theme::symbol;
+use crate::tui::theme::mark;
 
 pub(super) fn detail_pane(model: &Model, frame: &mut Frame, area: Rect) {
     let theme = &model.theme;
@@ -85,9 +85,15 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
     text(title, theme.heading(), &mut out);
     let mut summary = format!(
         "{} {} · {}",
-        symbol(row.state),
+        mark(row.state, row.bucket),
         row.state.as_str(),
-        row.bucket.map_or("needs nothing", Bucket::as_str)
+        match (row.bucket, row.pending_approvals.len()) {
+            (Some(bucket), _) => bucket.as_str().to_string(),
+            // A question waits for a human: never "needs nothing".
+            (None, 0) => "needs nothing".to_string(),
+            (None, 1) => "⚑ an approval waits for a human".to_string(),
+            (None, n) => format!("⚑ {n} approvals wait for a human"),
+        }
     );
     match (row.liveness, row.pid) {
         (Some(l), Some(pid)) => summary.push_str(&format!(" · {} pid {pid}", l.as_str())),
@@ -225,7 +231,7 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
     if job.auto_restart {
         text(
             format!(
-                "  automatic: {}",
+                "  the machine may restart it by itself: {}",
                 inert(job.auto_restart_reason.as_deref().unwrap_or(""))
             ),
             theme.good(),
@@ -237,7 +243,11 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
             .as_deref()
             .map(inert)
             .unwrap_or_else(|| "auto_restart is false (no reason given)".to_string());
-        text(format!("  blocked: {why}"), theme.warning(), &mut out);
+        text(
+            format!("  the machine never restarts it by itself: {why}; r restarts it by hand"),
+            theme.warning(),
+            &mut out,
+        );
     }
     match job.restart.as_ref().and_then(|r| r.command.as_ref()) {
         Some(command) => {

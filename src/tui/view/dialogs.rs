@@ -14,11 +14,10 @@ use crate::tui::theme::Theme;
 /// Every key, as `?` shows it.
 pub const KEYS: [(&str, &str); 20] = [
     ("↑ ↓  j k", "move the selection, or scroll the detail"),
-    ("PgUp PgDn", "a page up or down"),
-    ("g G  Home End", "first or last"),
+    ("PgUp PgDn g G", "a page up or down; the first or the last"),
     ("Enter", "open or close the detail of the selected job"),
     ("Tab", "switch between the list and the detail"),
-    ("l", "the log, newest last: ↑↓ scroll it, G newest, l back"),
+    ("l", "the log: / n N search, o opens it in $PAGER"),
     (
         "/",
         "filter by id, owner or state (Enter keeps, Esc clears)",
@@ -34,21 +33,68 @@ pub const KEYS: [(&str, &str); 20] = [
         "release a dead holder's lock (DEAD_LOCK_STALE): a dialog",
     ),
     ("M", "release a stale marker (STALE); choose when several"),
-    (
-        "a",
-        "approve or deny a pending step (choose one of several)",
-    ),
+    ("a", "approve or deny the selected approval (or choose one)"),
     ("p  K", "pause or resume (p), acknowledge broken rules (K)"),
-    ("e", "the event log of the job (a: all jobs)"),
-    ("D", "the daily digest (m marks it read)"),
+    ("e", "the event log, from what happened since you looked"),
+    ("D", "the daily digests (m marks the newest read)"),
+    ("L", "the last message whole"),
     ("mouse", "wheel scrolls, click selects"),
-    ("?", "this help (any key closes it)"),
+    ("?", "this help; Tab: the marks (any other key closes)"),
     ("q  Ctrl-C", "quit (the jobs keep running)"),
-    ("NO_COLOR", "set it for symbols without colour"),
+    ("NO_COLOR", "set it for marks without colour"),
 ];
 
+/// The help over the screen: its keys, or (Tab) the legend of every mark.
 pub(super) fn help(model: &Model, frame: &mut Frame, size: Rect) {
-    help_box(frame, size, &model.theme, " keys ", &KEYS, 76);
+    if model.help_legend {
+        help_box(
+            frame,
+            size,
+            &model.theme,
+            " marks (Tab: the keys) ",
+            &crate::tui::theme::LEGEND,
+            76,
+        );
+    } else {
+        help_box(
+            frame,
+            size,
+            &model.theme,
+            " keys (Tab: the marks) ",
+            &KEYS,
+            76,
+        );
+    }
+}
+
+/// The last status message whole, over the screen (`L`).
+pub(super) fn last_message(model: &Model, frame: &mut Frame, size: Rect) {
+    let width = size.width.min(96);
+    let inner = usize::from(width.saturating_sub(4)).max(10);
+    let text = model
+        .last_status
+        .as_deref()
+        .map(|status| {
+            model
+                .zone
+                .rewrite_utc_stamps(&crate::core::text::inert(status))
+        })
+        .unwrap_or_else(|| "no message yet".to_string());
+    let mut lines = vec![Line::raw("")];
+    for piece in super::text::wrap(&text, inner) {
+        lines.push(Line::raw(format!(" {piece}")));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(" any key closes", model.theme.dim()));
+    let area = centered(size, width, lines.len() as u16 + 2);
+    overlay(
+        frame,
+        area,
+        lines,
+        " the last message ",
+        model.theme.focused_border(),
+        &model.theme,
+    );
 }
 
 /// The keys of a screen in a box over it, centered, at most `widest` columns wide: the

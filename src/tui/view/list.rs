@@ -11,11 +11,10 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use super::text::{fmt_age, pad};
 use crate::core::text::inert;
 use crate::core::{Assessment, Bucket, Liveness};
-use crate::tui::model::{Model, Pane, Row, SPARK_BUCKET_SECS};
-use crate::tui::theme::symbol;
+use crate::tui::model::{Model, Pane, Row, SPARK_BUCKET_SECS, Section};
+use crate::tui::theme::mark;
 
-/// One column of the action list: its width, and how readily it is dropped when narrow
-/// (higher goes first).
+/// One column of the action list.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Column {
     State,
@@ -25,44 +24,86 @@ pub(super) enum Column {
     Eta,
     Age,
     Owner,
+    /// Why the job is where it is, in a few words: the rest of the line.
+    Why,
 }
 
 pub(super) const SPARK_CELLS: usize = 8;
 
+/// The fewest columns the reason keeps before a column of less importance is shown; and as
+/// many again before the owner is.
+const WHY_AT_LEAST: usize = 20;
+
 impl Column {
-    fn width(self) -> usize {
+    fn title(self) -> &'static str {
+        match self {
+            Column::State => "STATE",
+            Column::Liveness => "HOLDER",
+            Column::Progress => "PROGRESS",
+            Column::Spark => "RATE",
+            Column::Eta => "ETA",
+            Column::Age => "AGE",
+            Column::Owner => "OWNER",
+            Column::Why => "WHY",
+        }
+    }
+}
+
+/// The widths of the columns whose text varies most: the widest age and ETA in view (the one
+/// spelling of an age takes from "4 s" to "3 h 05 min"), never narrower than their titles.
+pub(super) struct Widths {
+    age: usize,
+    eta: usize,
+}
+
+impl Column {
+    fn width(self, widths: &Widths) -> usize {
         match self {
             Column::State => 17,
             Column::Liveness => 7,
             Column::Progress => 15,
             Column::Spark => SPARK_CELLS,
-            Column::Eta => 6,
-            Column::Age => 5,
+            Column::Eta => widths.eta,
+            Column::Age => widths.age,
             Column::Owner => 12,
+            Column::Why => WHY_AT_LEAST,
         }
     }
 }
 
-/// The columns that fit in `width` after the symbol and the id, in display order.
-pub(super) fn columns(width: usize, id_width: usize) -> Vec<Column> {
-    // Kept in this order of importance while they fit.
+/// The columns that fit in `width` after the mark and the id, in display order, and how wide
+/// the reason is (it takes what is left).
+fn columns(width: usize, id_width: usize, widths: &Widths) -> (Vec<Column>, usize) {
+    // Kept in this order of importance while they fit; the owner only while the reason keeps
+    // twice its least.
     let by_importance = [
         Column::State,
         Column::Age,
+        Column::Why,
         Column::Progress,
         Column::Liveness,
         Column::Eta,
         Column::Spark,
         Column::Owner,
     ];
-    let mut room = width.saturating_sub(3 + id_width + 2);
+    let mut room = width.saturating_sub(3 + id_width + 1);
     let mut chosen = Vec::new();
     for column in by_importance {
-        if column.width() < room {
-            room -= column.width() + 1;
+        let reserve = if column == Column::Owner {
+            WHY_AT_LEAST
+        } else {
+            0
+        };
+        if column.width(widths) + 1 + reserve <= room {
+            room -= column.width(widths) + 1;
             chosen.push(column);
         }
     }
+    let why = if chosen.contains(&Column::Why) {
+        WHY_AT_LEAST + room
+    } else {
+        0
+    };
     let display = [
         Column::State,
         Column::Liveness,
@@ -71,8 +112,12 @@ pub(super) fn columns(width: usize, id_width: usize) -> Vec<Column> {
         Column::Eta,
         Column::Age,
         Column::Owner,
+        Column::Why,
     ];
-    display.into_iter().filter(|c| chosen.contains(c)).collect()
+    (
+        display.into_iter().filter(|c| chosen.contains(c)).collect(),
+        why,
+    )
 }
 
 pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
@@ -89,10 +134,27 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
     } else {
         theme.dim()
     };
-    let block = Block::default()
+    let rows = model.rows();
+    let (start, shown, above) =
+        model
+            .list_window()
+            .unwrap_or((0, usize::from(area.height.saturating_sub(3)), false));
+    let mut block = Block::default()
         .borders(Borders::TOP | Borders::BOTTOM)
         .border_style(border)
         .title(Line::from(title));
+    // What is below the window, on the bottom border: the list never ends silently.
+    let below = rows
+        .iter()
+        .skip(start + shown)
+        .filter(|r| !matches!(r, Row::Heading { .. }))
+        .count();
+    if below > 0 {
+        block = block.title_bottom(Line::styled(
+            format!(" ↓ {below} more below "),
+            theme.heading(),
+        ));
+    }
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
@@ -103,7 +165,6 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         );
         return;
     };
-    let rows = model.rows();
     if rows.is_empty() {
         let text = if model.jobs.is_empty() {
             format!(
@@ -122,39 +183,119 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
     let id_width = rows
         .iter()
         .filter_map(|r| match r {
-            Row::Job(a) => Some(a.id.chars().count()),
+            Row::Job(a) | Row::Approval(a, _) => Some(a.id.chars().count()),
             Row::Heading { .. } | Row::Rule(_) => None,
         })
         .max()
         .unwrap_or(8)
         .clamp(8, 20);
+    let in_view: Vec<&Row> = rows.iter().skip(start).take(shown).collect();
+    let widest = |text: &dyn Fn(&Assessment) -> String, title: &str| {
+        in_view
+            .iter()
+            .filter_map(|r| match r {
+                Row::Job(a) => Some(text(a).chars().count()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+            .max(title.len())
+    };
+    let widths = Widths {
+        age: widest(&|a| age_text(model, a), "AGE"),
+        eta: widest(&|a| eta_text(model, a), "ETA"),
+    };
     let width = usize::from(inner.width);
-    let cols = columns(width, id_width);
-    let lines: Vec<Line> = rows
-        .iter()
-        .skip(model.list_scroll)
-        .take(usize::from(inner.height))
-        .map(|row| match row {
-            Row::Heading { bucket, count } => heading_line(model, *bucket, *count, snapshot),
-            Row::Job(a) => job_line(model, a, id_width, &cols, width),
-            Row::Rule(rule) => Line::styled(
-                format!(" ✖ {}", model.zone.rewrite_utc_stamps(&inert(rule))),
-                model.theme.alarm(),
+    let (cols, why_width) = columns(width, id_width, &widths);
+    let mut lines: Vec<Line> = vec![column_titles(model, id_width, &cols, &widths, why_width)];
+    if above {
+        lines.push(above_line(model, &rows[..start]));
+    }
+    lines.extend(in_view.into_iter().map(|row| match row {
+        Row::Heading { section, count } => heading_line(model, *section, *count, snapshot),
+        Row::Job(a) => job_line(model, a, id_width, &cols, &widths, why_width, width),
+        Row::Approval(a, approval) => approval_line(model, a, approval, id_width, width),
+        Row::Rule(rule) => Line::styled(
+            pad(
+                &format!(" ✖ {}", model.zone.rewrite_utc_stamps(&inert(rule))),
+                width,
             ),
-        })
-        .collect();
+            model.theme.alarm(),
+        ),
+    }));
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The line over the rows that names the columns.
+fn column_titles(
+    model: &Model,
+    id_width: usize,
+    cols: &[Column],
+    widths: &Widths,
+    why_width: usize,
+) -> Line<'static> {
+    let mut text = format!("   {}", pad("JOB", id_width + 1));
+    for column in cols {
+        text.push(' ');
+        let width = match column {
+            Column::Why => why_width,
+            _ => column.width(widths),
+        };
+        text.push_str(&pad(column.title(), width));
+    }
+    Line::styled(text.trim_end().to_string(), model.theme.dim())
+}
+
+/// The first line of a list scrolled down: what is above it, by section ("↑ 2 RESTART · 1
+/// RED above"), so the head of the action list is never out of view unsaid.
+fn above_line(model: &Model, above: &[Row]) -> Line<'static> {
+    let mut counts: Vec<(Section, usize)> = Vec::new();
+    let mut section = Section::Rest;
+    for row in above {
+        match row {
+            Row::Heading { section: s, .. } => section = *s,
+            Row::Job(_) | Row::Approval(..) | Row::Rule(_) => match counts.last_mut() {
+                Some((s, n)) if *s == section => *n += 1,
+                _ => counts.push((section, 1)),
+            },
+        }
+    }
+    let words: Vec<String> = counts
+        .iter()
+        .map(|(section, n)| format!("{n} {}", section_name(*section)))
+        .collect();
+    let urgent = counts.iter().any(|(s, _)| s.needs_a_human());
+    Line::styled(
+        format!(" ↑ {} above", words.join(" · ")),
+        if urgent {
+            model.theme.alarm()
+        } else {
+            model.theme.dim()
+        },
+    )
+}
+
+fn section_name(section: Section) -> &'static str {
+    match section {
+        Section::Approvals => "APPROVALS",
+        Section::Bucket(bucket) => bucket.as_str(),
+        Section::Rest => "NO ACTION",
+    }
 }
 
 pub(super) fn heading_line(
     model: &Model,
-    bucket: Option<Bucket>,
+    section: Section,
     count: usize,
     snapshot: &crate::engine::Snapshot,
 ) -> Line<'static> {
     let theme = &model.theme;
-    match bucket {
-        Some(bucket) => {
+    match section {
+        Section::Approvals => Line::from(Span::styled(
+            format!("⚑ APPROVALS {count} · a decides the selected one"),
+            theme.alarm(),
+        )),
+        Section::Bucket(bucket) => {
             let mut spans = vec![Span::styled(
                 format!("{} {count}", bucket.as_str()),
                 theme.bucket(bucket),
@@ -169,8 +310,13 @@ pub(super) fn heading_line(
             }
             Line::from(spans)
         }
-        None => Line::from(Span::styled(format!("NO ACTION {count}"), theme.heading())),
+        Section::Rest => Line::from(Span::styled(format!("NO ACTION {count}"), theme.heading())),
     }
+}
+
+/// A row's age: how long since its freshest progress, in the one spelling of an age.
+fn age_text(model: &Model, row: &Assessment) -> String {
+    model.age_now(row).map_or("-".to_string(), fmt_age)
 }
 
 pub(super) fn job_line(
@@ -178,40 +324,53 @@ pub(super) fn job_line(
     row: &Assessment,
     id_width: usize,
     cols: &[Column],
+    widths: &Widths,
+    why_width: usize,
     width: usize,
 ) -> Line<'static> {
     let theme = &model.theme;
-    let selected = model.selected.as_deref() == Some(row.id.as_str());
+    let selected = model.is_selected(&Row::Job(row));
     let approval = if row.pending_approvals.is_empty() {
         " "
     } else {
         "⚑"
     };
+    // Mark and colour are the bucket's: a RED row whose process is alive is still RED.
+    let style = theme.row(row.state, row.bucket);
+    let in_bucket = row.bucket.is_some();
+    let changed = if model.changed_since_looked(row) {
+        "●"
+    } else {
+        " "
+    };
     let mut spans = vec![
-        Span::styled(format!(" {} ", symbol(row.state)), theme.state(row.state)),
-        Span::raw(pad(&inert(&row.id), id_width)),
+        Span::styled(changed, theme.heading()),
+        Span::styled(format!("{} ", mark(row.state, row.bucket)), style),
+        Span::styled(pad(&inert(&row.id), id_width), style),
         Span::styled(approval, theme.alarm()),
     ];
     for column in cols {
         spans.push(Span::raw(" "));
         let (text, style) = match column {
-            Column::State => (row.state.as_str().to_string(), theme.state(row.state)),
+            Column::State => (row.state.as_str().to_string(), style),
             Column::Liveness => (
                 row.liveness.map_or("-", Liveness::as_str).to_string(),
                 match row.liveness {
-                    Some(Liveness::Alive) => theme.good(),
+                    // Green only where nothing is wrong: alive is no comfort on a RED row.
+                    Some(Liveness::Alive) if !in_bucket => theme.good(),
+                    Some(Liveness::Alive) => Style::default(),
                     Some(Liveness::Dead) => theme.alarm(),
                     Some(Liveness::Unknown) => theme.warning(),
                     None => theme.dim(),
                 },
             ),
             Column::Progress => (progress_text(row), Style::default()),
-            Column::Spark => (sparkline(model, &row.id), theme.good()),
-            Column::Eta => (eta_text(model, row), theme.dim()),
-            Column::Age => (
-                model.age_now(row).map_or("-".to_string(), fmt_age),
-                Style::default(),
+            Column::Spark => (
+                sparkline(model, &row.id),
+                if in_bucket { theme.dim() } else { theme.good() },
             ),
+            Column::Eta => (eta_text(model, row), theme.dim()),
+            Column::Age => (age_text(model, row), Style::default()),
             Column::Owner => (
                 model
                     .job(&row.id)
@@ -220,8 +379,18 @@ pub(super) fn job_line(
                     .unwrap_or_default(),
                 theme.dim(),
             ),
+            Column::Why => (
+                model
+                    .zone
+                    .rewrite_utc_stamps(&inert(&crate::core::why::headline(row))),
+                if in_bucket { style } else { theme.dim() },
+            ),
         };
-        spans.push(Span::styled(pad(&text, column.width()), style));
+        let column_width = match column {
+            Column::Why => why_width,
+            _ => column.width(widths),
+        };
+        spans.push(Span::styled(pad(&text, column_width), style));
     }
     let mut line = Line::from(spans);
     if selected {
@@ -229,6 +398,34 @@ pub(super) fn job_line(
         if used < width {
             line.spans.push(Span::raw(" ".repeat(width - used)));
         }
+        line = line.patch_style(theme.selected());
+    }
+    line
+}
+
+/// A row of the APPROVALS group: the job, the step and what it asks, who asked and when.
+fn approval_line(
+    model: &Model,
+    row: &Assessment,
+    approval: &crate::core::PendingApproval,
+    id_width: usize,
+    width: usize,
+) -> Line<'static> {
+    let theme = &model.theme;
+    let by = approval
+        .requested_by
+        .as_deref()
+        .map(|by| format!(" by {}", inert(by)))
+        .unwrap_or_default();
+    let words = format!(
+        "step '{}': {} · asked{by} {} ago",
+        inert(&approval.step),
+        inert(&approval.summary),
+        fmt_age((model.now - approval.requested).num_milliseconds() as f64 / 1000.0)
+    );
+    let text = format!(" ⚑ {}  {words}", pad(&inert(&row.id), id_width));
+    let mut line = Line::styled(pad(&text, width), theme.alarm());
+    if model.is_selected(&Row::Approval(row, approval)) {
         line = line.patch_style(theme.selected());
     }
     line
@@ -273,15 +470,7 @@ pub(super) fn eta_text(model: &Model, row: &Assessment) -> String {
         .eta_sec
         .or_else(|| rate(model, &row.id).map(|per_sec| (total - done) as f64 / per_sec));
     match eta {
-        Some(secs) => {
-            let s = secs as i64;
-            match s {
-                0..=59 => format!("{s}s"),
-                60..=3599 => format!("{}m", s / 60),
-                3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-                _ => format!("{}d", s / 86_400),
-            }
-        }
+        Some(secs) => fmt_age(secs),
         None => "-".to_string(),
     }
 }

@@ -23,19 +23,19 @@ mod text;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::layout;
 use super::model::Model;
 
 pub use detail::{detail_lines, detail_split};
 pub(crate) use dialogs::centered;
 pub use dialogs::{KEYS, help_box, overlay};
+pub use header::{header_height, status_height};
 pub use list::sparkline;
 pub use log::tail_block;
 pub use text::fmt_age;
 pub(crate) use text::{pad, wrap};
 
 use detail::detail_pane;
-use dialogs::{chooser_view, dialog_view, help};
+use dialogs::{chooser_view, dialog_view, help, last_message};
 use digest::{digest_view, events_view};
 use header::{header, status_line};
 use list::action_list;
@@ -43,7 +43,7 @@ use list::action_list;
 /// Draws the whole screen.
 pub fn view(model: &Model, frame: &mut Frame) {
     let size = frame.area();
-    let areas = layout::areas(size.width, size.height, model.zoomed);
+    let areas = model.areas_in(size.width, size.height);
     header(model, frame, areas.header);
     if let Some(list) = areas.list {
         action_list(model, frame, list);
@@ -76,5 +76,7 @@ pub fn view(model: &Model, frame: &mut Frame) {
     }
     if model.help {
         help(model, frame, size);
+    } else if model.status_whole {
+        last_message(model, frame, size);
     }
 }

@@ -28,17 +28,10 @@ pub(crate) fn pad(text: &str, width: usize) -> String {
     }
 }
 
-/// An age as the list shows it: whole seconds under 10 s, tens of seconds under a minute,
-/// then minutes, hours and days. The steps match [`super::model::age_step`].
+/// An age as the screen shows it: the core's one spelling, so `check` and the screen agree
+/// ("194 s" in both). The display steps of [`crate::tui::model::age_step`] follow it.
 pub fn fmt_age(secs: f64) -> String {
-    let s = secs.max(0.0) as i64;
-    match s {
-        0..=9 => format!("{s}s"),
-        10..=59 => format!("{}s", s / 10 * 10),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d", s / 86_400),
-    }
+    crate::core::assess::fmt_secs(secs)
 }
 
 /// Splits `text` into pieces of at most `width` characters, at spaces where it can. Wrapped
