@@ -660,6 +660,7 @@ fn the_digest_view_shows_the_digest_and_marks_it_read() {
     update(
         &mut model,
         Msg::Digest(Ok(DigestView {
+            happened: Default::default(),
             latest: Some(digest),
             previous: vec![],
             pending: vec![digest_item(

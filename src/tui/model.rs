@@ -48,6 +48,11 @@ pub use super::chooser::{Choices, Chooser};
 pub struct EventsView {
     /// `None`: every job.
     pub job: Option<String>,
+    /// When the operator last looked: the view opens at the first event after it, under a
+    /// line that says so.
+    pub since: Option<DateTime<Utc>>,
+    /// Whether the first rows have arrived (the view is placed once, at its opening).
+    pub placed: bool,
     pub rows: Result<Vec<Event>, String>,
     /// Lines scrolled up from the newest.
     pub scroll: usize,
@@ -61,7 +66,107 @@ pub struct DigestView {
     pub previous: Vec<Digest>,
     /// Items queued since the last cut.
     pub pending: Vec<DigestItem>,
+    /// The decisions (operators' and the machine's) and escalations of each digest's day, by
+    /// its id; `None` for the day since the last cut.
+    pub happened: HashMap<Option<i64>, Vec<Event>>,
     pub scroll: usize,
+}
+
+/// The kinds of event a digest lists beside what queued: what was decided, and what
+/// interrupted a human.
+pub const DECIDED_KINDS: [&str; 12] = [
+    "confirmed",
+    "declined",
+    "approved",
+    "denied",
+    "released",
+    "paused",
+    "resumed",
+    "acknowledged",
+    "verified",
+    "failed",
+    "cap-reached",
+    "escalated",
+];
+
+/// How many of a log's last lines the log view (`l`) reads; the whole file is one key away
+/// in `$PAGER`.
+pub const LOG_LINES: usize = 5000;
+
+/// The log view (`l`): a job's log over the whole body, still while scrolled up, searchable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogView {
+    pub job: String,
+    pub path: PathBuf,
+    /// The lines shown, oldest first: the rotated predecessor's, then the log's own.
+    pub lines: Vec<String>,
+    /// Where the predecessor's lines end and the log's own begin (0 when there are none), and
+    /// the predecessor's path.
+    pub earlier: Option<(usize, PathBuf)>,
+    /// Why the log cannot be shown, or that it is empty or missing.
+    pub trouble: Option<String>,
+    /// Lines scrolled up from the newest (0: the end of the log in view).
+    pub scroll: usize,
+    /// A newer reading that arrived while scrolled up: kept aside so the view stays still,
+    /// shown at the bottom (G).
+    pub newer: Option<Box<LogView>>,
+    /// The search being typed after `/`.
+    pub typing: Option<String>,
+    /// The last search, and the line of the match shown.
+    pub pattern: Option<String>,
+    pub hit: Option<usize>,
+    /// The log's stamp when it was read: a newer stamp means read it again.
+    pub stamp: Option<Option<FileStamp>>,
+}
+
+impl LogView {
+    /// A log view of `job` reading `path`, loaded from a tail read.
+    pub fn loaded(
+        job: String,
+        path: PathBuf,
+        lines: Reading<Vec<String>>,
+        earlier: Option<crate::probe::tail::EarlierLines>,
+    ) -> LogView {
+        let mut all = Vec::new();
+        let mut split = None;
+        if let Some(earlier) = earlier {
+            all.extend(earlier.lines);
+            split = Some((all.len(), earlier.path));
+        }
+        let trouble = match lines {
+            Reading::Found(own) => {
+                all.extend(own);
+                None
+            }
+            Reading::Empty => Some("empty: nothing written yet".to_string()),
+            Reading::Fault(error) => Some(format!("fault: {error}")),
+        };
+        LogView {
+            job,
+            path,
+            lines: all,
+            earlier: split,
+            trouble,
+            scroll: 0,
+            newer: None,
+            typing: None,
+            pattern: None,
+            hit: None,
+            stamp: None,
+        }
+    }
+
+    /// The lines that match `pattern` (case-insensitive unless it has a capital letter).
+    pub fn matches(&self, line: &str) -> bool {
+        let Some(pattern) = self.pattern.as_deref().filter(|p| !p.is_empty()) else {
+            return false;
+        };
+        if pattern.chars().any(char::is_uppercase) {
+            line.contains(pattern)
+        } else {
+            line.to_lowercase().contains(&pattern.to_lowercase())
+        }
+    }
 }
 
 /// A log tail loaded for one job.
@@ -73,12 +178,74 @@ pub struct Tail {
     pub earlier: Option<crate::probe::tail::EarlierLines>,
 }
 
-/// What the operator had in front of them when they last looked: each job's state and
-/// bucket then. Rows that differ are marked until they look again.
+/// What the operator had in front of them when they last looked: when, and each job's state
+/// and bucket then. Rows that read differently now are marked.
+///
+/// "Looked" is the operator's last key press, or the moment the terminal lost focus (tmux
+/// and most terminals report focus). A key after [`AWAY_SECS`] without one, or the terminal
+/// gaining focus, is a return: the marks then show what changed since the screen was last in
+/// front of them, and stay while they work. It is kept in the state directory, so a
+/// dashboard started again marks what changed while none was open.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Looked {
     pub at: Option<DateTime<Utc>>,
     pub jobs: HashMap<String, (crate::core::State, Option<Bucket>)>,
+}
+
+/// How long without a key counts as being away.
+pub const AWAY_SECS: i64 = 120;
+
+impl Looked {
+    /// The screen as `snapshot` shows it at `at`.
+    pub fn of(snapshot: &Snapshot, at: DateTime<Utc>) -> Looked {
+        Looked {
+            at: Some(at),
+            jobs: snapshot
+                .list
+                .rows()
+                .map(|row| (row.id.clone(), (row.state, row.bucket)))
+                .collect(),
+        }
+    }
+
+    /// As kept in the state directory: `{"at": ..., "jobs": {"id": ["STATE", "BUCKET"]}}`.
+    pub fn to_json(&self) -> String {
+        let jobs: serde_json::Map<String, serde_json::Value> = self
+            .jobs
+            .iter()
+            .map(|(id, (state, bucket))| {
+                (
+                    id.clone(),
+                    serde_json::json!([state.as_str(), bucket.map(Bucket::as_str)]),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "at": self.at.map(|at| at.to_rfc3339()),
+            "jobs": jobs,
+        })
+        .to_string()
+    }
+
+    /// Reads [`Looked::to_json`] back; `None` for anything else.
+    pub fn from_json(text: &str) -> Option<Looked> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let at = value
+            .get("at")?
+            .as_str()
+            .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+            .map(|at| at.with_timezone(&Utc));
+        let mut jobs = HashMap::new();
+        for (id, pair) in value.get("jobs")?.as_object()? {
+            let state = crate::core::State::parse(pair.get(0)?.as_str()?)?;
+            let bucket = match pair.get(1)?.as_str() {
+                Some(name) => Some(Bucket::ORDER.into_iter().find(|b| b.as_str() == name)?),
+                None => None,
+            };
+            jobs.insert(id.clone(), (state, bucket));
+        }
+        Some(Looked { at, jobs })
+    }
 }
 
 /// Everything the dashboard shows.
@@ -131,6 +298,8 @@ pub struct Model {
     pub dialog: Option<Dialog>,
     /// The chooser among a job's pending approvals, if open: it takes every key.
     pub chooser: Option<Chooser>,
+    /// The log view, when open (`l`).
+    pub log: Option<LogView>,
     /// The event log view, when open (`e`).
     pub events: Option<EventsView>,
     /// The digest view, when open (`D`).
@@ -139,9 +308,12 @@ pub struct Model {
     pub escalations: Vec<Condition>,
     /// The newest escalation, shown as a banner until the operator presses a key.
     pub banner: Option<Condition>,
-    /// What the screen showed when the operator last looked at it (loaded from the state
-    /// directory at start); `None` until known.
+    /// What the screen showed when the operator last looked at it before this return (loaded
+    /// from the state directory at start): the marks compare with it. `None` until known.
     pub looked: Option<Looked>,
+    /// What the screen showed at the operator's latest key (or as focus left): kept in the
+    /// state directory when the dashboard ends.
+    pub seen: Option<Looked>,
     /// The log's stamp when the tail was loaded: a newer stamp means load it again.
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
@@ -177,6 +349,12 @@ pub enum Msg {
     Proposed(Result<Decision, String>),
     /// What became of an executed or declined decision, in words.
     Outcome(String),
+    /// The log the runtime read for the log view.
+    Log {
+        job: String,
+        lines: Reading<Vec<String>>,
+        earlier: Option<crate::probe::tail::EarlierLines>,
+    },
     /// The event log the runtime read for the events view.
     Events {
         job: Option<String>,
@@ -188,6 +366,10 @@ pub enum Msg {
     Escalations(Vec<Condition>, Vec<Condition>),
     /// The jobs file was loaded again: these are the jobs now.
     Jobs(std::sync::Arc<[JobSpec]>),
+    /// What the operator last saw, as kept in the state directory (at start).
+    Looked(Option<Looked>),
+    /// The terminal gained (true) or lost focus.
+    Focus(bool),
 }
 
 /// A side effect `update` asks the runtime to perform.
@@ -197,6 +379,15 @@ pub enum Command {
     /// Read the last lines of `path` and answer with [`Msg::Tail`].
     LoadTail {
         job: String,
+        path: PathBuf,
+    },
+    /// Read the last [`LOG_LINES`] lines of `path` and answer with [`Msg::Log`].
+    LoadLog {
+        job: String,
+        path: PathBuf,
+    },
+    /// Hand the terminal to `$PAGER` on `path` (at its end) and take it back.
+    Pager {
         path: PathBuf,
     },
     /// Gather every job's evidence again now.
@@ -232,6 +423,8 @@ pub enum Command {
     MarkDigestRead(i64),
     /// Ring the terminal bell.
     Bell,
+    /// Keep what the operator last saw in the state directory.
+    SaveLooked(Looked),
 }
 
 /// A group of the action list: the pending approvals above it, its buckets in fixed order,
@@ -310,11 +503,13 @@ impl Model {
             tail: None,
             dialog: None,
             chooser: None,
+            log: None,
             events: None,
             digest: None,
             escalations: Vec::new(),
             banner: None,
             looked: None,
+            seen: None,
             tail_stamp: None,
             size: (80, 24),
             theme,
@@ -555,6 +750,24 @@ impl Model {
         next_boundary(self.now, step)
     }
 
+    /// A key: the operator is looking now. After [`AWAY_SECS`] without one they have come
+    /// back, and the marks move to compare with what they saw before they left.
+    fn note_a_look(&mut self) {
+        let Some(snapshot) = &self.snapshot else {
+            return;
+        };
+        let now_seen = Looked::of(snapshot, self.now);
+        let away = self
+            .seen
+            .as_ref()
+            .and_then(|seen| seen.at)
+            .is_none_or(|at| (self.now - at).num_seconds() >= AWAY_SECS);
+        if away {
+            self.looked = self.seen.take().or_else(|| Some(now_seen.clone()));
+        }
+        self.seen = Some(now_seen);
+    }
+
     /// Whether `row` reads differently from when the operator last looked: another state or
     /// bucket, or a job they have not seen.
     pub fn changed_since_looked(&self, row: &Assessment) -> bool {
@@ -688,6 +901,27 @@ impl Model {
         self.list_scroll = self.list_scroll.min(max_scroll);
     }
 
+    /// The log to read again for the log view, when it is open and its log changed.
+    fn log_command(&mut self) -> Option<Command> {
+        let stamp = {
+            let view = self.log.as_ref()?;
+            self.snapshot
+                .as_ref()
+                .and_then(|s| s.evidence_of(&view.job))
+                .and_then(|e| e.log.as_ref())
+                .and_then(|r| r.found().cloned())
+        };
+        let view = self.log.as_mut()?;
+        if view.stamp.as_ref() == Some(&stamp) {
+            return None;
+        }
+        view.stamp = Some(stamp);
+        Some(Command::LoadLog {
+            job: view.job.clone(),
+            path: view.path.clone(),
+        })
+    }
+
     /// The tail to load for the selected job, if it is not loaded or its log changed.
     fn tail_command(&mut self) -> Option<Command> {
         let id = self.selected.clone()?;
@@ -754,9 +988,29 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
                 return None;
             }
             model.dirty = true;
+            model.note_a_look();
             let command = on_key(model, key);
             model.remember_rank();
             command
+        }
+        Msg::Looked(looked) => {
+            model.looked = looked.clone();
+            model.seen = looked;
+            model.dirty = true;
+            None
+        }
+        Msg::Focus(gained) => {
+            let snapshot = model.snapshot.as_ref()?;
+            let now_seen = Looked::of(snapshot, model.now);
+            if gained {
+                // Back in front of it: the marks show what changed since it was left.
+                model.looked = model.seen.clone().or(Some(now_seen));
+                model.dirty = true;
+                None
+            } else {
+                model.seen = Some(now_seen.clone());
+                Some(Command::SaveLooked(now_seen))
+            }
         }
         Msg::Mouse(mouse) => {
             let command = on_mouse(model, mouse);
@@ -778,7 +1032,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.ensure_visible();
             model.remember_rank();
             model.dirty = true;
-            model.tail_command()
+            model.log_command().or_else(|| model.tail_command())
         }
         Msg::Jobs(jobs) => {
             model.jobs = jobs;
@@ -861,10 +1115,40 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
                 None => None,
             }
         }
+        Msg::Log {
+            job,
+            lines,
+            earlier,
+        } => {
+            let Some(view) = model.log.as_mut().filter(|v| v.job == job) else {
+                return None;
+            };
+            let mut fresh = LogView::loaded(job, view.path.clone(), lines, earlier);
+            fresh.stamp = view.stamp.clone();
+            fresh.pattern = view.pattern.clone();
+            if view.scroll == 0 {
+                fresh.typing = view.typing.take();
+                *view = fresh;
+            } else {
+                // Scrolled up: what the operator reads stays where it is.
+                view.newer = Some(Box::new(fresh));
+            }
+            model.dirty = true;
+            None
+        }
         Msg::Events { job, rows } => {
-            if model.events.as_ref().is_some_and(|v| v.job == job) {
-                let scroll = model.events.as_ref().map_or(0, |v| v.scroll);
-                model.events = Some(EventsView { job, rows, scroll });
+            let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+            if let Some(view) = model.events.as_mut().filter(|v| v.job == job) {
+                // Opened at what happened since the operator last looked: the first of it at
+                // the top when it is more than a page.
+                if !view.placed
+                    && let (Ok(rows), Some(since)) = (&rows, view.since)
+                {
+                    let first_new = rows.iter().position(|e| e.at > since).unwrap_or(rows.len());
+                    view.scroll = rows.len().saturating_sub(first_new + page);
+                }
+                view.placed = true;
+                view.rows = rows;
                 model.dirty = true;
             }
             None
@@ -940,6 +1224,120 @@ fn on_digest_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     None
 }
 
+/// Keys while the log view is open: scroll (it stays still while lines arrive), `/` to search
+/// toward older lines, `n` the next older match, `N` the next newer, `o` the log in `$PAGER`,
+/// G (or scrolling down to the end) the newest lines, Esc or `l` back.
+fn on_log_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+    let typing = model.log.as_ref().is_some_and(|v| v.typing.is_some());
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('l') if !typing => {
+            model.log = None;
+            return None;
+        }
+        KeyCode::Char('q') if !typing => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        _ => {}
+    }
+    let view = model.log.as_mut()?;
+    if let Some(typing) = view.typing.as_mut() {
+        match key.code {
+            KeyCode::Esc => view.typing = None,
+            KeyCode::Enter => {
+                view.pattern = view.typing.take().filter(|p| !p.is_empty());
+                view.hit = None;
+                let found = search(view, true, page);
+                if !found {
+                    model.status = Some(not_found(view));
+                }
+            }
+            KeyCode::Backspace => {
+                typing.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() && typing.chars().count() < 200 => typing.push(c),
+            _ => {}
+        }
+        return None;
+    }
+    let total = view.lines.len();
+    let most = total.saturating_sub(1);
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => view.scroll = (view.scroll + 1).min(most),
+        KeyCode::Down | KeyCode::Char('j') => view.scroll = view.scroll.saturating_sub(1),
+        KeyCode::PageUp => view.scroll = (view.scroll + page).min(most),
+        KeyCode::PageDown => view.scroll = view.scroll.saturating_sub(page),
+        KeyCode::Char('g') | KeyCode::Home => view.scroll = most,
+        KeyCode::Char('G') | KeyCode::End => view.scroll = 0,
+        KeyCode::Char('/') => view.typing = Some(String::new()),
+        KeyCode::Char(c @ ('n' | 'N')) => {
+            if view.pattern.is_none() {
+                model.status = Some("no search yet: / and a word first".to_string());
+            } else if !search(view, c == 'n', page) {
+                model.status = Some(not_found(view));
+            }
+        }
+        KeyCode::Char('o') => {
+            return Some(Command::Pager {
+                path: view.path.clone(),
+            });
+        }
+        _ => {}
+    }
+    // Back at the end: the lines that arrived meanwhile are shown.
+    if view.scroll == 0
+        && let Some(newer) = view.newer.take()
+    {
+        let pattern = view.pattern.clone();
+        *view = *newer;
+        view.pattern = pattern;
+    }
+    None
+}
+
+/// Moves to the next match older (`back`) or newer than the one shown (or than the bottom
+/// line in view), scrolled so that it is in view. False when there is none.
+fn search(view: &mut LogView, back: bool, page: usize) -> bool {
+    let total = view.lines.len();
+    if total == 0 {
+        return false;
+    }
+    let from = view
+        .hit
+        .unwrap_or_else(|| total.saturating_sub(1 + view.scroll) + usize::from(back));
+    let found = if back {
+        (0..from.min(total))
+            .rev()
+            .find(|&i| view.matches(&view.lines[i]))
+    } else {
+        (from + 1..total).find(|&i| view.matches(&view.lines[i]))
+    };
+    match found {
+        Some(at) => {
+            view.hit = Some(at);
+            // The match a third of a page above the bottom, so what follows it shows too.
+            let below = (total - 1 - at).saturating_sub(page / 3);
+            view.scroll = below;
+            true
+        }
+        None => false,
+    }
+}
+
+fn not_found(view: &LogView) -> String {
+    format!(
+        "'{}' not found {} in the last {} lines read (o: the whole log in $PAGER)",
+        crate::core::text::inert(view.pattern.as_deref().unwrap_or_default()),
+        if view.hit.is_some() {
+            "beyond this match"
+        } else {
+            "above"
+        },
+        view.lines.len()
+    )
+}
+
 /// Keys while the events view is open.
 fn on_events_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     let view = model.events.as_mut()?;
@@ -995,6 +1393,9 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     }
     if model.events.is_some() {
         return on_events_key(model, key);
+    }
+    if model.log.is_some() {
+        return on_log_key(model, key);
     }
     if model.filter_editing {
         return on_filter_key(model, key);
@@ -1073,16 +1474,22 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         KeyCode::PageDown => return step(model, page.max(1)),
         KeyCode::Home | KeyCode::Char('g') => return step(model, -(isize::MAX / 2)),
         KeyCode::End | KeyCode::Char('G') => return step(model, isize::MAX / 2),
-        // The log: the tail fills the detail, on its newest lines; `l` again goes back.
-        KeyCode::Char('l') if model.selected.is_some() => {
-            if model.tail_focus {
-                model.tail_focus = false;
-            } else {
-                model.zoomed = true;
-                model.focus = Pane::Detail;
-                model.tail_focus = true;
-                model.tail_scroll = 0;
-            }
+        // The log over the whole body, on its newest lines; `l` again goes back.
+        KeyCode::Char('l') => {
+            let Some(id) = model.selected.clone() else {
+                model.status = Some("select a job first".to_string());
+                return None;
+            };
+            let Some(path) = model.job(&id).and_then(|job| job.log.clone()) else {
+                model.status = Some(format!(
+                    "'{id}' declares no log: add 'log:' to its stanza to read it here"
+                ));
+                return None;
+            };
+            let mut view = LogView::loaded(id, path, Reading::Empty, None);
+            view.trouble = Some("reading…".to_string());
+            model.log = Some(view);
+            return model.log_command();
         }
         KeyCode::Char('R') => {
             model.status = Some("gathering every job's evidence again".to_string());
@@ -1149,6 +1556,8 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             let job = model.selected.clone();
             model.events = Some(EventsView {
                 job: job.clone(),
+                since: model.looked.as_ref().and_then(|l| l.at),
+                placed: false,
                 rows: Ok(Vec::new()),
                 scroll: 0,
             });
@@ -1159,6 +1568,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 latest: None,
                 previous: Vec::new(),
                 pending: Vec::new(),
+                happened: HashMap::new(),
                 scroll: 0,
             }));
             return Some(Command::LoadDigest);

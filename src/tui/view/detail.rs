@@ -12,7 +12,7 @@ use super::list::progress_text;
 use super::log::tail_block;
 use super::text::{fmt_age, wrap};
 use crate::core::text::inert;
-use crate::core::{Bucket, Carried, CheckResult, Liveness, Reading};
+use crate::core::{Carried, CheckResult, Liveness, Reading};
 use crate::tui::model::{Model, Pane};
 use crate::tui::theme::mark;
 

@@ -50,9 +50,26 @@ pub(super) fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
         .len()
         .saturating_sub(view.scroll.min(rows.len().saturating_sub(1)));
     let start = end.saturating_sub(height);
-    let lines: Vec<Line> = rows[start..end]
-        .iter()
-        .map(|event| {
+    let first_new = view
+        .since
+        .and_then(|since| rows.iter().position(|e| e.at > since));
+    let mut lines: Vec<Line> = Vec::new();
+    for (at, event) in rows.iter().enumerate().take(end).skip(start) {
+        if Some(at) == first_new
+            && let Some(since) = view.since
+        {
+            lines.push(Line::styled(
+                pad(
+                    &format!(
+                        " ── since you last looked, {} ──",
+                        model.zone.format(since, "%m-%d %H:%M:%S")
+                    ),
+                    usize::from(inner.width),
+                ),
+                theme.heading(),
+            ));
+        }
+        lines.push({
             let style = match event.kind.as_str() {
                 "failed" | "refused" | "cap-reached" | "duplicate" => theme.alarm(),
                 "cooldown-suppressed" | "declined" | "skipped" => theme.warning(),
@@ -80,9 +97,10 @@ pub(super) fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
                 ));
             }
             Line::styled(pad(&text, usize::from(inner.width)), style)
-        })
-        .collect();
-    frame.render_widget(Paragraph::new(lines), inner);
+        });
+    }
+    let skip = lines.len().saturating_sub(height);
+    frame.render_widget(Paragraph::new(lines.split_off(skip)), inner);
 }
 
 /// A digest report's lines in the header's zone.
@@ -148,6 +166,12 @@ pub(super) fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
                     lines.push(Line::styled(piece, style));
                 }
             }
+            decided(
+                model,
+                view.happened.get(&Some(digest.id)),
+                width,
+                &mut lines,
+            );
         }
         None => lines.push(Line::styled(
             " no digest waiting: none cut yet, or the last one is marked read",
@@ -167,10 +191,84 @@ pub(super) fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
             }
         }
     }
+    decided(model, view.happened.get(&None), width, &mut lines);
+    // The digests before: kept, newest first, each with its day's decisions.
+    let mut earlier: Vec<&crate::core::digest::Digest> = view.previous.iter().collect();
+    earlier.sort_by_key(|d| std::cmp::Reverse(d.cut));
+    for (at, digest) in earlier.iter().enumerate().take(14) {
+        lines.push(Line::raw(""));
+        let read = digest.delivered.map_or("not read".to_string(), |when| {
+            format!("read {}", model.zone.format(when, "%m-%d %H:%M"))
+        });
+        lines.push(Line::styled(
+            format!(
+                " earlier digest {} cut {} · {} items · {read}",
+                digest.id,
+                model.zone.format(digest.cut, "%Y-%m-%d %H:%M"),
+                digest.items.len()
+            ),
+            theme.heading(),
+        ));
+        let before: Vec<crate::core::digest::Digest> =
+            earlier.iter().skip(at + 1).map(|d| (*d).clone()).collect();
+        let report = crate::core::digest::report(&digest.items, &before);
+        for line in digest_lines(model, &report) {
+            for piece in wrap(&format!(" {line}"), width.saturating_sub(1).max(10)) {
+                lines.push(Line::raw(piece));
+            }
+        }
+        decided(
+            model,
+            view.happened.get(&Some(digest.id)),
+            width,
+            &mut lines,
+        );
+    }
     let shown: Vec<Line> = lines
         .into_iter()
         .skip(view.scroll)
         .take(usize::from(inner.height))
         .collect();
     frame.render_widget(Paragraph::new(shown), inner);
+}
+
+/// A day's decisions and escalations, as the event log has them, under its digest.
+fn decided(
+    model: &Model,
+    events: Option<&Vec<crate::store::Event>>,
+    width: usize,
+    lines: &mut Vec<Line<'static>>,
+) {
+    let theme = &model.theme;
+    let events = events.map(Vec::as_slice).unwrap_or_default();
+    lines.push(Line::styled(
+        format!("   decisions and escalations that day: {}", events.len()),
+        theme.heading(),
+    ));
+    for event in events {
+        let text = format!(
+            "     {} {} {} by {}{}",
+            model.zone.format(event.at, "%m-%d %H:%M"),
+            event.kind,
+            event
+                .job
+                .as_deref()
+                .map(inert)
+                .unwrap_or_else(|| "-".into()),
+            event.actor.as_str(),
+            event
+                .reason
+                .as_deref()
+                .map(|r| format!(": {}", model.zone.rewrite_utc_stamps(&inert(r))))
+                .unwrap_or_default()
+        );
+        let style = if event.kind == "escalated" {
+            theme.alarm()
+        } else {
+            Style::default()
+        };
+        for piece in wrap(&text, width.saturating_sub(1).max(10)) {
+            lines.push(Line::styled(piece, style));
+        }
+    }
 }

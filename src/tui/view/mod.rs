@@ -59,6 +59,14 @@ pub fn view(model: &Model, frame: &mut Frame) {
             areas.status.y.saturating_sub(areas.header.height),
         );
         digest_view(model, frame, body);
+    } else if model.log.is_some() {
+        let body = Rect::new(
+            0,
+            areas.header.height,
+            size.width,
+            areas.status.y.saturating_sub(areas.header.height),
+        );
+        log::log_view(model, frame, body);
     } else if model.events.is_some() {
         let body = Rect::new(
             0,
