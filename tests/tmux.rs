@@ -266,9 +266,10 @@ fn two_pending_approvals_are_listed_and_the_second_is_chosen_approved_and_record
     );
     assert_eq!(screen.matches("JST (+09:00)").count(), 1, "{screen}");
 
-    // a: the chooser, not the first one's dialog; 2 chooses the second; the same
+    // On the job's own row (the cursor starts on the first approval, which `a` would decide
+    // at once), a: the chooser, not the first one's dialog; 2 chooses the second; the same
     // confirmation dialog follows, asking for the typed job id.
-    tmux.keys(&["a"]);
+    tmux.keys(&["Escape", "G", "a"]);
     tmux.wait_for(
         &[
             "which request of 'publisher'?",

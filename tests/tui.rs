@@ -973,6 +973,101 @@ fn the_selection_follows_its_job_when_the_order_changes() {
     assert!(screen.find("collect_raw").unwrap() < screen.find("\"RED 1").unwrap());
 }
 
+/// After a release the cursor followed the job into NO ACTION, and RESTART scrolled off the
+/// top: now it stays at its place among the rows that need a human.
+#[test]
+fn a_job_leaving_the_action_list_leaves_the_cursor_on_the_next_that_needs_a_human() {
+    let mut model = model_at(80, 24);
+    assert_eq!(model.selected.as_deref(), Some("export"), "RESTART first");
+    // export's dead holder is released and it runs again: it needs nothing now.
+    let (jobs, mut evidence) = fleet();
+    evidence[1].lock = holder(4243, Liveness::Alive, "start time matches");
+    evidence[1].log = stamp(1);
+    evidence[1].progress_file = count(1, 401);
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(
+        model.selected.as_deref(),
+        Some("ingest"),
+        "the next that needs a human (RED), not export in NO ACTION"
+    );
+    assert_eq!(model.list_scroll, 0, "the head of the list stays in view");
+    // Moving by hand into NO ACTION is followed as ever.
+    select(&mut model, "collect_raw");
+    let (jobs, evidence) = fleet();
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(model.selected.as_deref(), Some("collect_raw"));
+}
+
+/// The log view at 80x24: its path, the lines still while scrolled up, a match reversed.
+#[test]
+fn the_log_view_80x24() {
+    let mut model = model_at(80, 24);
+    let commands = press(&mut model, "l");
+    assert_eq!(
+        commands,
+        vec![Command::LoadLog {
+            job: "export".into(),
+            path: "/var/log/export.log".into()
+        }]
+    );
+    let lines: Vec<String> = (1..=40)
+        .map(|i| format!("fetched {i} of 400 items"))
+        .chain(["Killed".to_string()])
+        .collect();
+    update(
+        &mut model,
+        Msg::Log {
+            job: "export".into(),
+            lines: Reading::Found(lines.clone()),
+            earlier: None,
+        },
+    );
+    press(&mut model, "kkk");
+    // New lines arrive while scrolled up: what is shown stays put.
+    let before = draw(&model);
+    let mut more = lines.clone();
+    more.push("restarted".into());
+    update(
+        &mut model,
+        Msg::Log {
+            job: "export".into(),
+            lines: Reading::Found(more),
+            earlier: None,
+        },
+    );
+    let after = draw(&model);
+    let body = |screen: &str| -> Vec<String> {
+        screen
+            .lines()
+            .filter(|l| l.contains("fetched"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(body(&before), body(&after));
+    assert!(after.contains("new lines below"), "{after}");
+    // / searches the log (not the job filter); n goes to older matches.
+    press(&mut model, "/");
+    press(&mut model, "fetched 1");
+    update(&mut model, key(KeyCode::Enter));
+    assert!(model.filter.is_empty(), "the job filter is untouched");
+    assert_eq!(model.log.as_ref().unwrap().hit, Some(18), "fetched 19");
+    press(&mut model, "n");
+    assert_eq!(model.log.as_ref().unwrap().hit, Some(17), "fetched 18");
+    assert_eq!(
+        press(&mut model, "o"),
+        vec![Command::Pager {
+            path: "/var/log/export.log".into()
+        }]
+    );
+    insta::assert_snapshot!(draw(&model));
+}
+
 #[test]
 fn time_alone_is_a_tick_and_the_next_tick_is_aligned() {
     let model = model_at(80, 24);

@@ -448,10 +448,7 @@ fn load_digest(live: &Live) -> Result<model::DigestView, String> {
     cuts.sort_by_key(|(_, cut)| *cut);
     let day = chrono::Duration::days(1);
     let oldest = cuts
-        .iter()
-        .rev()
-        .take(DIGESTS_SHOWN + 1)
-        .last()
+        .get(cuts.len().saturating_sub(DIGESTS_SHOWN + 1))
         .map_or(Utc::now() - day, |(_, cut)| *cut - day);
     let events = live.engine.events(&EventFilter {
         since: Some(oldest),

@@ -762,8 +762,9 @@ impl Model {
             .as_ref()
             .and_then(|seen| seen.at)
             .is_none_or(|at| (self.now - at).num_seconds() >= AWAY_SECS);
-        if away {
-            self.looked = self.seen.take().or_else(|| Some(now_seen.clone()));
+        // With nothing known of an earlier look (a first start), nothing is marked.
+        if away && let Some(seen) = self.seen.take() {
+            self.looked = Some(seen);
         }
         self.seen = Some(now_seen);
     }
@@ -1120,9 +1121,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             lines,
             earlier,
         } => {
-            let Some(view) = model.log.as_mut().filter(|v| v.job == job) else {
-                return None;
-            };
+            let view = model.log.as_mut().filter(|v| v.job == job)?;
             let mut fresh = LogView::loaded(job, view.path.clone(), lines, earlier);
             fresh.stamp = view.stamp.clone();
             fresh.pattern = view.pattern.clone();

@@ -41,8 +41,21 @@ pub(super) fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
             return;
         }
     };
+    let since_words = |since: chrono::DateTime<chrono::Utc>, tail: &str| {
+        Line::styled(
+            format!(
+                " ── since you last looked, {}{tail} ──",
+                model.zone.format(since, "%m-%d %H:%M:%S")
+            ),
+            theme.heading(),
+        )
+    };
     if rows.is_empty() {
-        frame.render_widget(Paragraph::new(" no events yet").style(theme.dim()), inner);
+        let mut lines = vec![Line::styled(" no events yet", theme.dim())];
+        if let Some(since) = view.since {
+            lines.push(since_words(since, ": nothing recorded"));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
         return;
     }
     let height = usize::from(inner.height);
@@ -98,6 +111,12 @@ pub(super) fn events_view(model: &Model, frame: &mut Frame, area: Rect) {
             }
             Line::styled(pad(&text, usize::from(inner.width)), style)
         });
+    }
+    if first_new.is_none()
+        && end == rows.len()
+        && let Some(since) = view.since
+    {
+        lines.push(since_words(since, ": nothing recorded"));
     }
     let skip = lines.len().saturating_sub(height);
     frame.render_widget(Paragraph::new(lines.split_off(skip)), inner);

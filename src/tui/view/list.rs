@@ -209,7 +209,7 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
     let (cols, why_width) = columns(width, id_width, &widths);
     let mut lines: Vec<Line> = vec![column_titles(model, id_width, &cols, &widths, why_width)];
     if above {
-        lines.push(above_line(model, &rows[..start]));
+        lines.push(above_line(model, &rows[..start], width));
     }
     lines.extend(in_view.into_iter().map(|row| match row {
         Row::Heading { section, count } => heading_line(model, *section, *count, snapshot),
@@ -248,7 +248,7 @@ fn column_titles(
 
 /// The first line of a list scrolled down: what is above it, by section ("↑ 2 RESTART · 1
 /// RED above"), so the head of the action list is never out of view unsaid.
-fn above_line(model: &Model, above: &[Row]) -> Line<'static> {
+fn above_line(model: &Model, above: &[Row], width: usize) -> Line<'static> {
     let mut counts: Vec<(Section, usize)> = Vec::new();
     let mut section = Section::Rest;
     for row in above {
@@ -264,15 +264,35 @@ fn above_line(model: &Model, above: &[Row]) -> Line<'static> {
         .iter()
         .map(|(section, n)| format!("{n} {}", section_name(*section)))
         .collect();
+    let mut text = format!(" ↑ {} above", words.join(" · "));
+    if text.chars().count() > width {
+        // Narrow: the section names shortened, every count kept.
+        let words: Vec<String> = counts
+            .iter()
+            .map(|(section, n)| format!("{n} {}", section_short(*section)))
+            .collect();
+        text = format!(" ↑ {} above", words.join(" · "));
+    }
     let urgent = counts.iter().any(|(s, _)| s.needs_a_human());
     Line::styled(
-        format!(" ↑ {} above", words.join(" · ")),
+        text,
         if urgent {
             model.theme.alarm()
         } else {
             model.theme.dim()
         },
     )
+}
+
+fn section_short(section: Section) -> &'static str {
+    match section {
+        Section::Approvals => "APPR",
+        Section::Bucket(Bucket::Restart) => "RST",
+        Section::Bucket(Bucket::Stale) => "STL",
+        Section::Bucket(Bucket::Dispatch) => "DSP",
+        Section::Bucket(Bucket::Red) => "RED",
+        Section::Rest => "OK",
+    }
 }
 
 fn section_name(section: Section) -> &'static str {

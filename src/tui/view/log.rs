@@ -176,10 +176,9 @@ pub(super) fn log_view(model: &Model, frame: &mut ratatui::Frame, area: ratatui:
     let end = view.lines.len().saturating_sub(view.scroll);
     let start = end.saturating_sub(height);
     for at in start..end {
-        if let Some((split, path)) = &view.earlier
+        if let Some((_, path)) = &view.earlier
             && at == 0
         {
-            let _ = split;
             lines.push(Line::styled(
                 format!(
                     "  ── earlier lines, in '{}' (rotated) ──",
