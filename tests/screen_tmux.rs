@@ -354,7 +354,7 @@ fn every_mark_has_a_legend_and_an_age_reads_as_check_writes_it_120x40() {
     let screen = tmux.wait_for(&["↻ dead_lock", "➜ never_started"], Duration::from_secs(30));
     let frozen = screen.lines().find(|l| l.contains("frozen")).unwrap();
     assert!(
-        regex::Regex::new(r"\d+ s ").unwrap().is_match(frozen),
+        regex::Regex::new(r"\b\d+ s\b").unwrap().is_match(frozen),
         "{frozen}"
     );
     tmux.keys(&["?", "Tab"]);
