@@ -2714,3 +2714,75 @@ fn the_files_other_sources_judge_are_never_the_kernels_progress() {
         assert!(!covers(path), "{path} is the job's own work");
     }
 }
+
+/// The words a row of the action list carries (`core::why::headline`): one row per bucket and
+/// per kind of reason in it. A RED job whose process lives says which check failed (the
+/// `gaps` row that read as a green RUNNING), a stalled one what the kernel says it does, and
+/// none of them an age, which a live column shows instead.
+#[test]
+fn every_row_says_why_in_a_few_words_and_no_age() {
+    use mihari::core::why::headline;
+    let rows: Vec<(&str, Evidence, &str)> = vec![
+        (
+            "a failing check with a live process",
+            Evidence {
+                checks: vec![check(CheckResult::Fail)],
+                ..alive(1.0, 1.0)
+            },
+            "check 'no_gaps' failed",
+        ),
+        (
+            "a dead holder and its lock",
+            Evidence {
+                lock: Some(holder(Liveness::Dead, 100.0)),
+                ..alive(100.0, 100.0)
+            },
+            "pid 4242 dead, lock left",
+        ),
+        (
+            "a stalled holder spinning",
+            Evidence {
+                activity: activity(ActivityState::Spinning, None, None),
+                ..alive(400.0, 400.0)
+            },
+            "no progress · spinning",
+        ),
+        (
+            "a stalled holder stopped",
+            Evidence {
+                activity: activity(ActivityState::Stopped, None, None),
+                ..alive(400.0, 400.0)
+            },
+            "no progress · stopped",
+        ),
+        (
+            "a source that cannot be read",
+            Evidence {
+                progress_file: Some(Reading::Fault("permission denied".into())),
+                ..alive(400.0, 400.0)
+            },
+            "progress_file: fault, cannot tell",
+        ),
+        (
+            "a check that could not run",
+            Evidence {
+                checks: vec![check(CheckResult::Fault)],
+                ..alive(1.0, 1.0)
+            },
+            "check 'no_gaps': fault",
+        ),
+        (
+            "never started",
+            not_holding(),
+            "never started: ready to dispatch",
+        ),
+        ("a running job needs nothing", alive(1.0, 1.0), ""),
+    ];
+    let an_age = regex::Regex::new(r"\d+ (s|min)\b").unwrap();
+    for (name, evidence, want) in rows {
+        let row = assess(&job(), &evidence, now());
+        let said = headline(&row);
+        assert_eq!(said, want, "{name}: {:#?}", row.reasons);
+        assert!(!an_age.is_match(&said), "{name}: an age in '{said}'");
+    }
+}

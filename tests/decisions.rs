@@ -263,7 +263,7 @@ fn a_restart_shows_its_plan_records_first_spawns_detached_and_verifies_the_lock(
         "holder",
         &format!("pid {dead}, dead"),
         "policy",
-        "blocked",
+        "never restarts it by itself",
         "cooldown",
         "holds its lock",
     ] {

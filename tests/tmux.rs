@@ -149,8 +149,12 @@ fn the_dashboard_fits_80x24_and_quits_on_ctrl_c() {
         &["RESTART", "DEAD_LOCK_STALE", "q quit"],
         Duration::from_secs(30),
     );
-    tmux.keys(&["j", "Enter"]);
-    tmux.wait_for(&["detail: ", "Reasons", "Evidence"], Duration::from_secs(5));
+    // Past the two approvals at the head of the list, the first RESTART job.
+    tmux.keys(&["j", "j", "Enter"]);
+    tmux.wait_for(
+        &["detail: dead_lock", "Reasons", "Evidence"],
+        Duration::from_secs(5),
+    );
     tmux.keys(&["C-c"]);
     tmux.wait_for(&["DEMO-EXITED-0"], Duration::from_secs(10));
     let left = live_processes_mentioning(&sandbox.to_string_lossy());
@@ -266,9 +270,10 @@ fn two_pending_approvals_are_listed_and_the_second_is_chosen_approved_and_record
     );
     assert_eq!(screen.matches("JST (+09:00)").count(), 1, "{screen}");
 
-    // a: the chooser, not the first one's dialog; 2 chooses the second; the same
+    // On the job's own row (the cursor starts on the first approval, which `a` would decide
+    // at once), a: the chooser, not the first one's dialog; 2 chooses the second; the same
     // confirmation dialog follows, asking for the typed job id.
-    tmux.keys(&["a"]);
+    tmux.keys(&["Escape", "G", "a"]);
     tmux.wait_for(
         &[
             "which request of 'publisher'?",

@@ -346,7 +346,7 @@ fn an_empty_jobs_file_120x40() {
 fn select(model: &mut Model, id: &str) {
     press(model, "g");
     for _ in 0..20 {
-        if model.selected.as_deref() == Some(id) {
+        if model.selected.as_deref() == Some(id) && model.selected_approval.is_none() {
             return;
         }
         press(model, "j");
@@ -524,7 +524,9 @@ fn restart_plan() -> Decision {
     Decision::Restart(RestartPlan {
         job: "export".into(),
         key: "5f0c2a9e8b7d6c5a4f3e2d1c0b9a8f7e".into(),
-        evidence: "lock held by dead pid 4243, start 1000, written 2026-11-29T08:00:00Z".into(),
+        evidence: "lock held by dead pid 4243, start 1000, written 2026-11-29T08:00:00.123456789Z"
+            .into(),
+        reason: "lock held by pid 4243, process gone: no such process".into(),
         state: State::DeadLockStale,
         bucket: Bucket::Restart,
         argv: vec!["python3".into(), "collect.py".into(), "--resume".into()],
@@ -538,13 +540,24 @@ fn restart_plan() -> Decision {
             liveness: Liveness::Dead,
             why: "no such process".into(),
         }),
-        policy: "blocked: server-side error not yet understood".into(),
+        policy: mihari::core::decision::policy_words(&spec("export", "data-team")),
         cooldown: Cooldown::Closed {
             workspace_hash: "a1b2c3d4e5f6".into(),
             last_spawn: now() - Duration::seconds(100),
             opens_at: now() + Duration::seconds(500),
         },
     })
+}
+
+/// The restart plan with the workspace cooldown open: confirming spawns.
+fn open_restart_plan() -> Decision {
+    let Decision::Restart(mut plan) = restart_plan() else {
+        unreachable!()
+    };
+    plan.cooldown = Cooldown::Open {
+        workspace_hash: "a1b2c3d4e5f6".into(),
+    };
+    Decision::Restart(plan)
 }
 
 fn release_plan() -> Decision {
@@ -648,6 +661,7 @@ fn the_digest_view_shows_the_digest_and_marks_it_read() {
     update(
         &mut model,
         Msg::Digest(Ok(DigestView {
+            happened: Default::default(),
             latest: Some(digest),
             previous: vec![],
             pending: vec![digest_item(
@@ -721,23 +735,23 @@ fn a_broken_rule_of_no_job_heads_the_red_section() {
 #[test]
 fn a_dialog_focuses_cancel_and_only_confirm_executes() {
     let mut model = model_at(80, 24);
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     let dialog = model.dialog.clone().unwrap();
     assert_eq!(dialog.focus, Focus::Cancel);
     // Enter on the focused Cancel declines.
     assert_eq!(
         update(&mut model, key(KeyCode::Enter)),
-        Some(Command::Decline(restart_plan()))
+        Some(Command::Decline(open_restart_plan()))
     );
     assert!(model.dialog.is_none());
     // Esc declines too.
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     assert_eq!(
         update(&mut model, key(KeyCode::Esc)),
-        Some(Command::Decline(restart_plan()))
+        Some(Command::Decline(open_restart_plan()))
     );
     // Other keys do nothing while the dialog is open: no selection moves, no quitting on j.
-    update(&mut model, Msg::Proposed(Ok(restart_plan())));
+    update(&mut model, Msg::Proposed(Ok(open_restart_plan())));
     let selected = model.selected.clone();
     assert_eq!(press(&mut model, "jkrxa"), vec![]);
     assert_eq!(model.selected, selected);
@@ -747,7 +761,7 @@ fn a_dialog_focuses_cancel_and_only_confirm_executes() {
     assert_eq!(model.dialog.as_ref().unwrap().focus, Focus::Confirm);
     assert_eq!(
         update(&mut model, key(KeyCode::Enter)),
-        Some(Command::Execute(restart_plan()))
+        Some(Command::Execute(open_restart_plan()))
     );
     assert!(model.dialog.is_none());
     update(
@@ -919,7 +933,7 @@ fn the_mouse_wheel_scrolls_and_a_click_selects() {
     };
     update(&mut model, mouse(MouseEventKind::ScrollDown, 10, 5));
     assert_eq!(model.selected.as_deref(), Some("ingest"));
-    // Line 3 is the first list row ("RESTART 1"), line 4 is export; find labels' line.
+    // Below the border and the column titles: the first list row ("RESTART 1"); find labels.
     let line = model
         .rows()
         .iter()
@@ -931,7 +945,7 @@ fn the_mouse_wheel_scrolls_and_a_click_selects() {
         mouse(
             MouseEventKind::Down(MouseButton::Left),
             5,
-            list.y + 1 + line,
+            list.y + 2 + line,
         ),
     );
     assert_eq!(model.selected.as_deref(), Some("labels"));
@@ -958,6 +972,101 @@ fn the_selection_follows_its_job_when_the_order_changes() {
     assert_eq!(model.selected.as_deref(), Some("collect_raw"));
     let screen = draw(&model);
     assert!(screen.find("collect_raw").unwrap() < screen.find("\"RED 1").unwrap());
+}
+
+/// After a release the cursor followed the job into NO ACTION, and RESTART scrolled off the
+/// top: now it stays at its place among the rows that need a human.
+#[test]
+fn a_job_leaving_the_action_list_leaves_the_cursor_on_the_next_that_needs_a_human() {
+    let mut model = model_at(80, 24);
+    assert_eq!(model.selected.as_deref(), Some("export"), "RESTART first");
+    // export's dead holder is released and it runs again: it needs nothing now.
+    let (jobs, mut evidence) = fleet();
+    evidence[1].lock = holder(4243, Liveness::Alive, "start time matches");
+    evidence[1].log = stamp(1);
+    evidence[1].progress_file = count(1, 401);
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(
+        model.selected.as_deref(),
+        Some("ingest"),
+        "the next that needs a human (RED), not export in NO ACTION"
+    );
+    assert_eq!(model.list_scroll, 0, "the head of the list stays in view");
+    // Moving by hand into NO ACTION is followed as ever.
+    select(&mut model, "collect_raw");
+    let (jobs, evidence) = fleet();
+    update(
+        &mut model,
+        Msg::Snapshot(Snapshot::judge(&jobs, evidence, now())),
+    );
+    assert_eq!(model.selected.as_deref(), Some("collect_raw"));
+}
+
+/// The log view at 80x24: its path, the lines still while scrolled up, a match reversed.
+#[test]
+fn the_log_view_80x24() {
+    let mut model = model_at(80, 24);
+    let commands = press(&mut model, "l");
+    assert_eq!(
+        commands,
+        vec![Command::LoadLog {
+            job: "export".into(),
+            path: "/var/log/export.log".into()
+        }]
+    );
+    let lines: Vec<String> = (1..=40)
+        .map(|i| format!("fetched {i} of 400 items"))
+        .chain(["Killed".to_string()])
+        .collect();
+    update(
+        &mut model,
+        Msg::Log {
+            job: "export".into(),
+            lines: Reading::Found(lines.clone()),
+            earlier: None,
+        },
+    );
+    press(&mut model, "kkk");
+    // New lines arrive while scrolled up: what is shown stays put.
+    let before = draw(&model);
+    let mut more = lines.clone();
+    more.push("restarted".into());
+    update(
+        &mut model,
+        Msg::Log {
+            job: "export".into(),
+            lines: Reading::Found(more),
+            earlier: None,
+        },
+    );
+    let after = draw(&model);
+    let body = |screen: &str| -> Vec<String> {
+        screen
+            .lines()
+            .filter(|l| l.contains("fetched"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(body(&before), body(&after));
+    assert!(after.contains("new lines below"), "{after}");
+    // / searches the log (not the job filter); n goes to older matches.
+    press(&mut model, "/");
+    press(&mut model, "fetched 1");
+    update(&mut model, key(KeyCode::Enter));
+    assert!(model.filter.is_empty(), "the job filter is untouched");
+    assert_eq!(model.log.as_ref().unwrap().hit, Some(18), "fetched 19");
+    press(&mut model, "n");
+    assert_eq!(model.log.as_ref().unwrap().hit, Some(17), "fetched 18");
+    assert_eq!(
+        press(&mut model, "o"),
+        vec![Command::Pager {
+            path: "/var/log/export.log".into()
+        }]
+    );
+    insta::assert_snapshot!(draw(&model));
 }
 
 #[test]
@@ -1239,10 +1348,10 @@ fn a_paused_job_is_listed_last_with_who_when_why_and_its_last_run() {
     let screen = draw(&model);
     assert!(screen.contains("PAUSED"), "{screen}");
     assert!(
-        screen.contains("Paused by alice 10m ago: upstream maintenance until 18:00 (p resumes)"),
+        screen.contains("Paused by alice 600 s ago: upstream maintenance until 18:00 (p resumes)"),
         "{screen}"
     );
-    assert!(screen.contains("Last run exited 1 11m ago"), "{screen}");
+    assert!(screen.contains("Last run exited 1 700 s ago"), "{screen}");
 }
 
 /// Two questions of one job: `a` opens a chooser (not the first one's dialog), arrows and
@@ -1280,11 +1389,11 @@ fn the_approve_key_chooses_among_several_pending_approvals_80x24() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
-        detail.contains("1 ⚑ step 'publish': publish 3 articles · asked by alice at 08:50:00 (10m ago) · key k-one"),
+        detail.contains("1 ⚑ step 'publish': publish 3 articles · asked by alice at 08:50:00 (600 s ago) · key k-one"),
         "{detail}"
     );
     assert!(
-        detail.contains("2 ⚑ step 'delete': delete 12 raw shards · asked at 08:58:00 (2m ago)"),
+        detail.contains("2 ⚑ step 'delete': delete 12 raw shards · asked at 08:58:00 (120 s ago)"),
         "{detail}"
     );
 

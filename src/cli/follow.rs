@@ -65,9 +65,13 @@ pub fn run(config: Config, out: &mut impl Write) -> u8 {
 
 /// check's object for `snapshot` with `heartbeat_sec`, the longest this stream stays silent,
 /// so a reader learns how long a silence means a dead stream instead of assuming it.
-fn follow_line(snapshot: &Snapshot, every: Duration) -> Result<Vec<u8>, String> {
+fn follow_line(
+    snapshot: &Snapshot,
+    jobs: &[crate::config::JobSpec],
+    every: Duration,
+) -> Result<Vec<u8>, String> {
     let mut line = Vec::new();
-    render_json(snapshot, &mut line).map_err(|e| e.to_string())?;
+    render_json(snapshot, jobs, &mut line).map_err(|e| e.to_string())?;
     // The object's closing brace, then the newline: the field goes in before the brace.
     if line.ends_with(b"}\n") {
         line.truncate(line.len() - 2);
@@ -79,8 +83,13 @@ fn follow_line(snapshot: &Snapshot, every: Duration) -> Result<Vec<u8>, String> 
 }
 
 /// One line of `snapshot`; `Ok(false)` when the reader has gone.
-fn emit(snapshot: &Snapshot, every: Duration, out: &mut impl Write) -> Result<bool, String> {
-    let line = follow_line(snapshot, every)?;
+fn emit(
+    snapshot: &Snapshot,
+    jobs: &[crate::config::JobSpec],
+    every: Duration,
+    out: &mut impl Write,
+) -> Result<bool, String> {
+    let line = follow_line(snapshot, jobs, every)?;
     match out.write_all(&line).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),
         Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(false),
@@ -124,10 +133,10 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
     let mut snapshot = live.start(now);
     start_checks(&mut live, &sender, now);
     let every = heartbeat();
-    if !emit(&snapshot, every, out)? {
+    if !emit(&snapshot, &live.engine.config().jobs, every, out)? {
         return Ok(());
     }
-    let mut last_shown = shown_digest(&snapshot);
+    let mut last_shown = shown_digest(&snapshot, &live.engine.config().jobs);
     let mut last_at = Utc::now();
     loop {
         let now = Utc::now();
@@ -159,11 +168,11 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
             // The heartbeat line carries fresh ages and time even when nothing changed.
             snapshot = live.engine.reassess(now);
         }
-        let view = shown_digest(&snapshot);
+        let view = shown_digest(&snapshot, &live.engine.config().jobs);
         if view == last_shown && !heartbeat_due {
             continue;
         }
-        if !emit(&snapshot, every, out)? {
+        if !emit(&snapshot, &live.engine.config().jobs, every, out)? {
             return Ok(());
         }
         last_shown = view;

@@ -1866,15 +1866,18 @@ fn seconds_between(then: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     ms as f64 / 1000.0
 }
 
-/// A duration for reasons: "42 s", "6 min 52 s", "3 h 05 min", "2 d 04 h".
+/// A duration in words: "42 s", "17 min", "3 h 05 min", "2 d 04 h". The one way mihari
+/// writes an age: `check`'s reasons, the dashboard's list and detail, the fleet screen and the
+/// digest all use it, so an age reads the same wherever it is shown.
 ///
 /// Seconds are rounded up, so the words agree with the verdict: with a whole-second
-/// `stall_sec`, `age > stall_sec` exactly when the shown age is greater too.
+/// `stall_sec`, `age > stall_sec` exactly when the shown age is greater too. From 1000 s to
+/// two hours it is whole minutes, rounded up as well (never less than the age).
 pub fn fmt_secs(secs: f64) -> String {
     let s = secs.max(0.0).ceil() as u64;
     match s {
         0..=999 => format!("{s} s"),
-        1000..=7199 => format!("{} min {} s", s / 60, s % 60),
+        1000..=7199 => format!("{} min", s.div_ceil(60)),
         7200..=172_799 => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
         _ => format!("{} d {:02} h", s / 86_400, (s % 86_400) / 3600),
     }

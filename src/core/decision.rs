@@ -154,8 +154,11 @@ pub struct RestartPlan {
     pub job: String,
     /// The claim key: a hash of the job id, the action and the evidence that called for it.
     pub key: String,
-    /// That evidence, in words ("lock held by dead pid 4242, written 09:01:02.123").
+    /// That evidence, in words ("lock held by dead pid 4242, written 09:01:02.123"): what the
+    /// key is made of, kept exact; the dialog shows `reason` instead.
     pub evidence: String,
+    /// Why the job needs a restart, in the operator's words (the verdict's first reason).
+    pub reason: String,
     pub state: State,
     pub bucket: Bucket,
     /// The job's argv on the chosen route.
@@ -167,7 +170,7 @@ pub struct RestartPlan {
     pub routes_used: Vec<String>,
     pub max_hops: u32,
     pub holder: Option<HolderView>,
-    /// "automatic: ..." or "blocked: ...".
+    /// Whether the machine may restart it by itself, and why, in words.
     pub policy: String,
     pub cooldown: Cooldown,
 }
@@ -283,6 +286,26 @@ pub struct ApprovalPlan {
 impl Decision {
     /// What the confirmation shows, one line each, as the dialog and the command line print
     /// it. Every value from a job is already inert; paths and argv are quoted.
+    /// Why confirming now would do nothing, when it would: a restart whose workspace cooldown
+    /// is closed spawns nothing (it records `cooldown-suppressed`). A dialog then says so and
+    /// offers no confirm button.
+    pub fn wont_happen(&self, now: DateTime<Utc>) -> Option<String> {
+        match self {
+            Decision::Restart(RestartPlan {
+                cooldown: Cooldown::Closed { opens_at, .. },
+                ..
+            }) => Some(format!(
+                "a restart now would spawn nothing: the workspace cooldown keeps two spawns \
+                 apart; it opens in {}, at {}",
+                super::assess::fmt_secs(
+                    ((*opens_at - now).num_milliseconds().max(1000)) as f64 / 1000.0
+                ),
+                opens_at.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+            _ => None,
+        }
+    }
+
     pub fn describe(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
         let holder_words = |holder: &HolderView| match holder.pid {
             Some(pid) => format!("pid {pid}, {}: {}", holder.liveness.as_str(), holder.why),
@@ -294,18 +317,17 @@ impl Decision {
                 let argv: Vec<String> = plan.argv.iter().map(|a| format!("'{a}'")).collect();
                 let cooldown = match &plan.cooldown {
                     Cooldown::NoWorkspace => "none (no workspace or restart.cwd)".to_string(),
-                    Cooldown::Open { workspace_hash } => {
-                        format!("open (workspace {workspace_hash})")
-                    }
+                    Cooldown::Open { .. } => "open: it spawns now".to_string(),
                     Cooldown::Closed {
-                        workspace_hash,
                         last_spawn,
                         opens_at,
+                        ..
                     } => format!(
-                        "CLOSED: last spawn in workspace {workspace_hash} {} s ago, opens in \
-                         {} s; confirming now records cooldown-suppressed and spawns nothing",
-                        (now - *last_spawn).num_seconds().max(0),
-                        (*opens_at - now).num_seconds().max(1)
+                        "CLOSED until {}: the last spawn in this workspace was {} ago",
+                        opens_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                        super::assess::fmt_secs(
+                            (now - *last_spawn).num_milliseconds() as f64 / 1000.0
+                        )
                     ),
                 };
                 let route = match &plan.route {
@@ -330,7 +352,7 @@ impl Decision {
                             plan.bucket.as_str()
                         ),
                     ),
-                    ("why".into(), plan.evidence.clone()),
+                    ("why".into(), plan.reason.clone()),
                     ("argv".into(), argv.join(" ")),
                     ("cwd".into(), format!("'{}'", plan.cwd.display())),
                     ("route".into(), route),
@@ -343,7 +365,6 @@ impl Decision {
                     ),
                     ("policy".into(), plan.policy.clone()),
                     ("cooldown".into(), cooldown),
-                    ("key".into(), plan.key.clone()),
                 ]
             }
             Decision::Release(plan) => vec![
@@ -587,15 +608,15 @@ pub fn next_route<'a>(
 pub fn policy_words(job: &JobSpec) -> String {
     if job.auto_restart {
         format!(
-            "automatic: {}",
+            "the machine may restart it by itself: {}",
             job.auto_restart_reason.as_deref().unwrap_or("")
         )
     } else {
         format!(
-            "blocked: {}",
+            "the machine never restarts it by itself ({}): a restart is a human's, like this one",
             job.auto_restart_blocked_reason
                 .as_deref()
-                .unwrap_or("auto_restart is false (no reason given)")
+                .unwrap_or("auto_restart is false, no reason given")
         )
     }
 }

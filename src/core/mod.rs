@@ -17,6 +17,7 @@ pub mod slurm;
 pub mod text;
 pub mod times;
 pub mod watch;
+pub mod why;
 
 pub use assess::{Assessment, Bucket, State, assess};
 pub use evidence::Carried;

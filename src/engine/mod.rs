@@ -1327,6 +1327,7 @@ impl Engine {
             job: job.id.clone(),
             key: claim_key(&job.id, "restart", &evidence),
             evidence,
+            reason: row.reasons.first().cloned().unwrap_or_default(),
             state: row.state,
             bucket: row.bucket.unwrap_or(crate::core::Bucket::Restart),
             argv,

@@ -371,6 +371,17 @@ impl WatcherStatus {
         }
     }
 
+    /// The header's words on a narrow screen: the state alone.
+    pub fn short_words(&self) -> &'static str {
+        match self {
+            WatcherStatus::Never => "no watcher",
+            WatcherStatus::Alive { .. } | WatcherStatus::Passes { .. } => "watcher ok",
+            WatcherStatus::Stuck { .. } => "WATCHER STUCK",
+            WatcherStatus::Gone { .. } => "NO WATCHER",
+            WatcherStatus::Unknown { .. } => "watcher ?",
+        }
+    }
+
     /// Whether the state is something to be loud about.
     pub fn is_missing(&self) -> bool {
         matches!(

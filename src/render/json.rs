@@ -90,6 +90,9 @@ struct JsonStore {
 #[derive(Serialize)]
 struct JsonJob<'a> {
     id: &'a str,
+    /// The job's `name` and `owner` from the jobs file (inert), null when not declared.
+    name: Option<String>,
+    owner: Option<String>,
     state: &'static str,
     bucket: Option<&'static str>,
     liveness: Option<&'static str>,
@@ -245,8 +248,12 @@ struct JsonCheck<'a> {
 }
 
 /// The object of SPEC §8: `generated_at`, `jobs` in action-list order, `dispatch_held`.
-pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, &json_report(snapshot))?;
+pub fn render_json(
+    snapshot: &Snapshot,
+    jobs: &[crate::config::JobSpec],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, &json_report(snapshot, jobs))?;
     writeln!(out)
 }
 
@@ -255,7 +262,7 @@ pub fn render_json(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> 
 /// --follow` compares it to tell a change from the passing of time: hashing the object as it
 /// is serialized costs no copy of it, where rendering it and parsing it back cost two (a few
 /// MB at 10,000 jobs, on every wake).
-pub fn shown_digest(snapshot: &Snapshot) -> [u8; 32] {
+pub fn shown_digest(snapshot: &Snapshot, jobs: &[crate::config::JobSpec]) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     /// Serialized bytes go straight into the hash.
     struct Hashing(Sha256);
@@ -268,7 +275,7 @@ pub fn shown_digest(snapshot: &Snapshot) -> [u8; 32] {
             Ok(())
         }
     }
-    let mut report = json_report(snapshot);
+    let mut report = json_report(snapshot, jobs);
     report.generated_at.clear();
     for job in &mut report.jobs {
         job.progress_age_sec = None;
@@ -286,7 +293,10 @@ pub fn shown_digest(snapshot: &Snapshot) -> [u8; 32] {
     hashing.0.finalize().into()
 }
 
-fn json_report(snapshot: &Snapshot) -> JsonReport<'_> {
+fn json_report<'a>(snapshot: &'a Snapshot, jobs: &[crate::config::JobSpec]) -> JsonReport<'a> {
+    // Looked up by id once: a search per row would make a farm's report quadratic.
+    let specs: std::collections::HashMap<&str, &crate::config::JobSpec> =
+        jobs.iter().map(|job| (job.id.as_str(), job)).collect();
     JsonReport {
         generated_at: snapshot
             .generated_at
@@ -294,7 +304,14 @@ fn json_report(snapshot: &Snapshot) -> JsonReport<'_> {
         jobs: snapshot
             .list
             .rows()
-            .map(|row| json_job(row, snapshot.generated_at))
+            .map(|row| {
+                let mut job = json_job(row, snapshot.generated_at);
+                if let Some(spec) = specs.get(row.id.as_str()) {
+                    job.name = spec.name.as_deref().map(inert);
+                    job.owner = spec.owner.as_deref().map(inert);
+                }
+                job
+            })
             .collect(),
         dispatch_held: snapshot.list.dispatch_held.is_some(),
         rules: snapshot.list.rules.iter().map(|r| inert(r)).collect(),
@@ -317,6 +334,8 @@ fn json_report(snapshot: &Snapshot) -> JsonReport<'_> {
 fn json_job(row: &Assessment, now: chrono::DateTime<Utc>) -> JsonJob<'_> {
     JsonJob {
         id: &row.id,
+        name: None,
+        owner: None,
         state: row.state.as_str(),
         bucket: row.bucket.map(Bucket::as_str),
         liveness: row.liveness.map(|l| l.as_str()),
@@ -470,10 +489,16 @@ mod tests {
         let first = engine.refresh(None, now);
         let later = engine.reassess(now + chrono::Duration::milliseconds(300));
         assert_ne!(first.generated_at, later.generated_at);
-        assert_eq!(shown_digest(&first), shown_digest(&later));
+        assert_eq!(
+            shown_digest(&first, &engine.config().jobs),
+            shown_digest(&later, &engine.config().jobs)
+        );
         // The holder is gone: another state, another digest.
         std::fs::write(root.join("a.lock"), "999999\n").expect("lock");
         let dead = engine.refresh(None, now + chrono::Duration::seconds(8));
-        assert_ne!(shown_digest(&first), shown_digest(&dead));
+        assert_ne!(
+            shown_digest(&first, &engine.config().jobs),
+            shown_digest(&dead, &engine.config().jobs)
+        );
     }
 }

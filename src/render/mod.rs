@@ -66,7 +66,7 @@ pub fn assess_and_render(
     let snapshot = engine.snapshot(Utc::now());
     let written = match format {
         CheckFormat::Table => render_table(&snapshot, out),
-        CheckFormat::Json => render_json(&snapshot, out),
+        CheckFormat::Json => render_json(&snapshot, &engine.config().jobs, out),
         CheckFormat::Prometheus => prometheus::render(
             &snapshot,
             &engine.config().jobs,

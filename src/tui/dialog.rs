@@ -24,6 +24,11 @@ pub trait Proposal: Clone + std::fmt::Debug + PartialEq {
     fn job(&self) -> &str;
     /// What will happen, as label and value lines.
     fn describe(&self, now: DateTime<Utc>) -> Vec<(String, String)>;
+    /// Why confirming now would do nothing, when it would (a closed cooldown): the dialog says
+    /// so and offers no confirm button.
+    fn wont_happen(&self, _now: DateTime<Utc>) -> Option<String> {
+        None
+    }
     /// Whether the operator must write a reason (pause, acknowledge).
     fn needs_reason(&self) -> bool;
     /// Whether this is an approval, with Deny beside Approve and the job id to type.
@@ -44,6 +49,10 @@ impl Proposal for Decision {
 
     fn describe(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
         Decision::describe(self, now)
+    }
+
+    fn wont_happen(&self, now: DateTime<Utc>) -> Option<String> {
+        Decision::wont_happen(self, now)
     }
 
     fn needs_reason(&self) -> bool {
@@ -116,6 +125,12 @@ pub struct Dialog<P = Decision> {
     pub typed: String,
     /// What the operator typed as the reason for a denial, a pause or an acknowledgement.
     pub reason: String,
+    /// What the last key could not do, said inside the dialog beside the field it concerns
+    /// ("type the job id 'publish' first").
+    pub missing: Option<String>,
+    /// Set when confirming would do nothing (see [`Proposal::wont_happen`]): no confirm
+    /// button is offered, and the focus never reaches one.
+    pub inert: Option<String>,
 }
 
 impl<P: Proposal> Dialog<P> {
@@ -123,6 +138,13 @@ impl<P: Proposal> Dialog<P> {
     /// a pause or an acknowledgement, which start in the reason field: typing there can never
     /// confirm anything.
     pub fn new(decision: P) -> Self {
+        Self::at(decision, None)
+    }
+
+    /// A dialog for `decision` proposed at `now`: when confirming then would do nothing, it
+    /// says why and has no confirm button.
+    pub fn at(decision: P, now: Option<DateTime<Utc>>) -> Self {
+        let inert = now.and_then(|now| decision.wont_happen(now));
         let focus = if decision.is_approval() {
             Focus::TypedId
         } else if decision.needs_reason() {
@@ -135,6 +157,8 @@ impl<P: Proposal> Dialog<P> {
             focus,
             typed: String::new(),
             reason: String::new(),
+            missing: None,
+            inert,
         }
     }
 
@@ -150,7 +174,9 @@ impl<P: Proposal> Dialog<P> {
 
     /// The focus order that Tab walks.
     fn order(&self) -> &'static [Focus] {
-        if self.is_approval() {
+        if self.inert.is_some() {
+            &[Focus::Cancel]
+        } else if self.is_approval() {
             &[
                 Focus::TypedId,
                 Focus::Reason,
@@ -214,31 +240,66 @@ pub fn on_key<P: Proposal>(
             if !c.is_control() && field.chars().count() < 200 {
                 field.push(c);
             }
+            dialog.missing = None;
         }
         KeyCode::Enter => match dialog.focus {
-            Focus::TypedId | Focus::Reason => dialog.move_focus(true),
+            // A required field left empty (or wrong) keeps the focus and says what is missing.
+            Focus::TypedId if dialog.typed.is_empty() => {
+                dialog.missing = Some(format!(
+                    "type the job id '{}' here first: approvals are never a single key press",
+                    dialog.decision.job()
+                ));
+            }
+            Focus::TypedId if !dialog.id_matches() => {
+                dialog.missing = Some(format!(
+                    "'{}' is not the job id: type '{}' exactly",
+                    inert(&dialog.typed),
+                    dialog.decision.job()
+                ));
+            }
+            Focus::Reason
+                if dialog.decision.needs_reason()
+                    && crate::core::decision::checked_reason(&dialog.reason).is_none() =>
+            {
+                dialog.missing = Some(format!(
+                    "write a reason here first: why you {} '{}', for whoever looks next",
+                    dialog.decision.verb(),
+                    dialog.decision.job()
+                ));
+            }
+            Focus::TypedId | Focus::Reason => {
+                dialog.missing = None;
+                dialog.move_focus(true);
+            }
             Focus::Cancel => {
                 return slot
                     .take()
                     .map_or(Answer::Open, |d| Answer::Decline(d.decision));
             }
             Focus::Confirm | Focus::Deny => {
+                if dialog.inert.is_some() {
+                    return Answer::Open;
+                }
                 if dialog.is_approval() && !dialog.id_matches() {
-                    *status = Some(format!(
+                    let said = format!(
                         "type the job id '{}' first: approvals are never a single key press",
                         dialog.decision.job()
-                    ));
+                    );
+                    *status = Some(said.clone());
+                    dialog.missing = Some(said);
                     dialog.focus = Focus::TypedId;
                     return Answer::Open;
                 }
                 if dialog.decision.needs_reason()
                     && crate::core::decision::checked_reason(&dialog.reason).is_none()
                 {
-                    *status = Some(format!(
+                    let said = format!(
                         "write a reason first: why you {} '{}', for whoever looks next",
                         dialog.decision.verb(),
                         dialog.decision.job()
-                    ));
+                    );
+                    *status = Some(said.clone());
+                    dialog.missing = Some(said);
                     dialog.focus = Focus::Reason;
                     return Answer::Open;
                 }
@@ -279,35 +340,73 @@ pub fn draw<P: Proposal>(
         }
     }
     lines.push(Line::raw(""));
-    let field = |label: &str, value: &str, focused: bool| {
-        let style = if focused {
-            theme.selected()
+    // The focused field is drawn boxed, so the eye knows where typing goes; the others are
+    // one line each.
+    let field_width = inner_width.saturating_sub(2).max(10);
+    let field = |label: &str, value: &str, focused: bool, lines: &mut Vec<Line<'static>>| {
+        let shown = format!("{}▏", inert(value));
+        if focused {
+            let label = format!("┌ {label} ");
+            let label_width = label.chars().count();
+            lines.push(Line::styled(
+                format!(
+                    " {label}{}┐",
+                    "─".repeat(field_width.saturating_sub(label_width + 1))
+                ),
+                theme.focused_border(),
+            ));
+            lines.push(Line::from(vec![
+                Span::styled(" │ ", theme.focused_border()),
+                Span::styled(
+                    super::view::pad(&shown, field_width.saturating_sub(4)),
+                    theme.selected(),
+                ),
+                Span::styled(" │", theme.focused_border()),
+            ]));
+            lines.push(Line::styled(
+                format!(" └{}┘", "─".repeat(field_width.saturating_sub(2))),
+                theme.focused_border(),
+            ));
         } else {
-            Style::default()
-        };
-        Line::from(vec![
-            Span::styled(format!(" {label}: "), theme.heading()),
-            Span::styled(format!("{}▏", inert(value)), style),
-        ])
+            lines.push(Line::from(vec![
+                Span::styled(format!("   {label}: "), theme.heading()),
+                Span::raw(shown),
+            ]));
+        }
     };
     if dialog.is_approval() {
-        lines.push(field(
-            &format!("type the job id '{}'", dialog.decision.job()),
+        field(
+            &format!("type the job id '{}'", inert(dialog.decision.job())),
             &dialog.typed,
             dialog.focus == Focus::TypedId,
-        ));
-        lines.push(field(
+            &mut lines,
+        );
+        field(
             "reason, if you deny",
             &dialog.reason,
             dialog.focus == Focus::Reason,
-        ));
-        lines.push(Line::raw(""));
+            &mut lines,
+        );
     } else if dialog.decision.needs_reason() {
-        lines.push(field(
+        field(
             &format!("reason, why you {} it (required)", dialog.decision.verb()),
             &dialog.reason,
             dialog.focus == Focus::Reason,
-        ));
+            &mut lines,
+        );
+    }
+    if let Some(missing) = &dialog.missing {
+        for piece in super::view::wrap(&format!("⚠ {missing}"), inner_width.saturating_sub(1)) {
+            lines.push(Line::styled(format!(" {piece}"), theme.alarm()));
+        }
+    }
+    if let Some(why) = &dialog.inert {
+        let why = zone.rewrite_utc_stamps(&inert(why));
+        for piece in super::view::wrap(&format!("⚠ {why}"), inner_width.saturating_sub(1)) {
+            lines.push(Line::styled(format!(" {piece}"), theme.warning()));
+        }
+    }
+    if dialog.is_approval() || dialog.decision.needs_reason() || dialog.inert.is_some() {
         lines.push(Line::raw(""));
     }
     let button = |label: &str, focus: Focus| {
@@ -321,7 +420,9 @@ pub fn draw<P: Proposal>(
         Span::styled(format!("[ {label} ]"), style)
     };
     let mut buttons = vec![Span::raw(" "), button("Cancel", Focus::Cancel)];
-    if dialog.is_approval() {
+    if dialog.inert.is_some() {
+        // Only what will happen is offered: nothing to confirm.
+    } else if dialog.is_approval() {
         buttons.push(Span::raw("  "));
         buttons.push(button("Deny", Focus::Deny));
         buttons.push(Span::raw("  "));

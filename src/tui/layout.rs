@@ -4,7 +4,8 @@
 
 use ratatui::layout::Rect;
 
-/// Lines the header takes: the status line, then dispatch-held or the watcher notice.
+/// Lines the header takes at least: the status line, then dispatch-held or the watcher notice
+/// (a long one wraps and takes more).
 pub const HEADER_LINES: u16 = 2;
 /// Below this many body lines the list and the detail do not share the screen: Enter opens
 /// the detail full-size instead.
@@ -22,12 +23,23 @@ pub struct Areas {
     pub status: Rect,
 }
 
-/// Splits a `width` x `height` screen. `zoomed` shows the detail alone.
-pub fn areas(width: u16, height: u16, zoomed: bool) -> Areas {
-    let header_height = HEADER_LINES.min(height);
+/// Splits a `width` x `height` screen. `zoomed` shows the detail alone; `header_lines` and
+/// `status_lines` are what the header and the status line need (a banner or a message wraps
+/// rather than being cut); the body keeps at least a third of the screen.
+pub fn areas(width: u16, height: u16, zoomed: bool, header_lines: u16, status_lines: u16) -> Areas {
+    let edges = (height / 3).max(HEADER_LINES + 1);
+    let header_height = header_lines.max(HEADER_LINES).min(edges - 1).min(height);
+    let status_lines = status_lines
+        .max(1)
+        .min(edges.saturating_sub(header_height).max(1));
     let header = Rect::new(0, 0, width, header_height);
-    let status_y = height.saturating_sub(1).max(header_height);
-    let status = Rect::new(0, status_y, width, u16::from(height > header_height));
+    let status_y = height.saturating_sub(status_lines).max(header_height);
+    let status = Rect::new(
+        0,
+        status_y,
+        width,
+        height.saturating_sub(status_y).min(status_lines),
+    );
     let body_height = status_y.saturating_sub(header_height);
     let body = Rect::new(0, header_height, width, body_height);
     if zoomed {
@@ -61,7 +73,8 @@ pub fn areas(width: u16, height: u16, zoomed: bool) -> Areas {
     }
 }
 
-/// Lines of list rows inside the list area (its block has a top and a bottom border).
+/// Lines of list rows inside the list area: its block has a top and a bottom border, and the
+/// first line inside names the columns.
 pub fn list_inner_height(list: Rect) -> usize {
-    usize::from(list.height.saturating_sub(2))
+    usize::from(list.height.saturating_sub(3))
 }

@@ -37,6 +37,32 @@ use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
 use view::view;
 
+/// The file in the state directory that keeps what the operator last saw.
+const LOOKED_FILE: &str = "dashboard-looked.json";
+
+/// What the operator last saw, as the last dashboard kept it; `None` when none did (or the
+/// file cannot be read: then nothing is marked, rather than everything).
+fn load_looked(path: &std::path::Path) -> Option<model::Looked> {
+    let text = std::fs::read_to_string(path).ok()?;
+    model::Looked::from_json(&text)
+}
+
+/// Keeps `looked` in the state directory (written aside, then renamed: a reader never sees
+/// half of it). A failure only costs the marks of the next start.
+fn save_looked(path: &std::path::Path, looked: &model::Looked) {
+    let aside = path.with_extension("json.new");
+    if std::fs::write(&aside, looked.to_json()).is_ok() {
+        let _ = std::fs::rename(&aside, path);
+    }
+}
+
+/// Keeps what the operator saw at their last key, when they pressed one.
+fn save_seen(path: &std::path::Path, model: &Model) {
+    if let Some(seen) = &model.seen {
+        save_looked(path, seen);
+    }
+}
+
 /// How many events the events view reads.
 const EVENTS_SHOWN: usize = 500;
 
@@ -94,6 +120,8 @@ async fn event_loop(
     // gathers once more with them in place, so nothing that changed meanwhile is missed.
     let first = live.first_look(Utc::now());
     let mut commands = vec![update(&mut model, Msg::Snapshot(first))];
+    let looked_file = live.engine.config().settings.state_dir.join(LOOKED_FILE);
+    commands.push(update(&mut model, Msg::Looked(load_looked(&looked_file))));
     let mut settled = false;
     let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
     // Loads of the jobs file not yet recorded in the event log.
@@ -103,7 +131,9 @@ async fn event_loop(
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
         for command in pending {
             match command {
+                Command::SaveLooked(looked) => save_looked(&looked_file, &looked),
                 Command::Quit => {
+                    save_seen(&looked_file, &model);
                     // A save seen in the same moment as the quit is still recorded.
                     for reload in unrecorded.drain(..) {
                         record_reload(&live, &reload);
@@ -120,6 +150,25 @@ async fn event_loop(
                             earlier,
                         },
                     ));
+                }
+                Command::LoadLog { job, path } => {
+                    let (lines, earlier) = log_tail(&path, model::LOG_LINES);
+                    commands.push(update(
+                        &mut model,
+                        Msg::Log {
+                            job,
+                            lines,
+                            earlier,
+                        },
+                    ));
+                }
+                Command::Pager { path } => {
+                    let said = screen.hand_over(|| terminal::page(&path));
+                    let (width, height) = screen.size().map_err(|e| e.to_string())?;
+                    commands.push(update(&mut model, Msg::Resize(width, height)));
+                    if let Err(error) = said {
+                        commands.push(update(&mut model, Msg::Status(error)));
+                    }
                 }
                 Command::Refresh => {
                     let mut arrivals = Arrivals::default();
@@ -194,6 +243,7 @@ async fn event_loop(
             continue;
         }
         if model.quit {
+            save_seen(&looked_file, &model);
             for reload in unrecorded.drain(..) {
                 record_reload(&live, &reload);
             }
@@ -238,6 +288,8 @@ async fn event_loop(
                         Event::Key(key) => Some(Msg::Key(key)),
                         Event::Mouse(mouse) => Some(Msg::Mouse(mouse)),
                         Event::Resize(w, h) => Some(Msg::Resize(w, h)),
+                        Event::FocusGained => Some(Msg::Focus(true)),
+                        Event::FocusLost => Some(Msg::Focus(false)),
                         _ => None,
                     };
                     if let Some(msg) = msg {
@@ -250,7 +302,10 @@ async fn event_loop(
                 Input::TerminalGone(error) => {
                     return Err(format!("the terminal went away: {error}"));
                 }
-                Input::Signal => return Ok(()),
+                Input::Signal => {
+                    save_seen(&looked_file, &model);
+                    return Ok(());
+                }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),
             }
@@ -386,7 +441,8 @@ fn escalations(live: &Live, snapshot: &crate::engine::Snapshot) -> Vec<Condition
     )
 }
 
-/// The digest view's content: the queue not cut yet and the newest undelivered digest.
+/// The digest view's content: the queue not cut yet, the newest undelivered digest and the
+/// digests before it, and each day's decisions and escalations from the event log.
 fn load_digest(live: &Live) -> Result<model::DigestView, String> {
     let store = live
         .engine
@@ -395,17 +451,53 @@ fn load_digest(live: &Live) -> Result<model::DigestView, String> {
     let all = store.digests(true).map_err(|e| e.to_string())?;
     let pending = store.pending_digest().map_err(|e| e.to_string())?;
     let latest = all.iter().find(|d| d.delivered.is_none()).cloned();
-    let previous = all
-        .into_iter()
+    let previous: Vec<_> = all
+        .iter()
         .filter(|d| latest.as_ref().is_none_or(|l| d.cut < l.cut))
+        .cloned()
         .collect();
+    // Each digest's day runs from the cut before it (or a day before it) to its own cut.
+    let mut cuts: Vec<(i64, DateTime<Utc>)> = all.iter().map(|d| (d.id, d.cut)).collect();
+    cuts.sort_by_key(|(_, cut)| *cut);
+    let day = chrono::Duration::days(1);
+    let oldest = cuts
+        .get(cuts.len().saturating_sub(DIGESTS_SHOWN + 1))
+        .map_or(Utc::now() - day, |(_, cut)| *cut - day);
+    let events = live.engine.events(&EventFilter {
+        since: Some(oldest),
+        last: Some(EVENTS_SHOWN * 10),
+        ..EventFilter::default()
+    });
+    let mut happened: std::collections::HashMap<Option<i64>, Vec<crate::store::Event>> =
+        Default::default();
+    if let Ok(events) = events {
+        for event in events
+            .into_iter()
+            .filter(|e| model::DECIDED_KINDS.contains(&e.kind.as_str()))
+        {
+            let window = cuts.iter().enumerate().find(|(at, (_, cut))| {
+                let start = if *at == 0 { *cut - day } else { cuts[at - 1].1 };
+                event.at > start && event.at <= *cut
+            });
+            let key = match window {
+                Some((_, (id, _))) => Some(*id),
+                None if cuts.last().is_none_or(|(_, cut)| event.at > *cut) => None,
+                None => continue,
+            };
+            happened.entry(key).or_default().push(event);
+        }
+    }
     Ok(model::DigestView {
         latest,
         previous,
         pending,
+        happened,
         scroll: 0,
     })
 }
+
+/// How many earlier digests the digest view keeps.
+const DIGESTS_SHOWN: usize = 14;
 
 /// Marks digest `id` read: `digest-delivered`.
 fn mark_digest_read(live: &Live, id: i64) -> String {

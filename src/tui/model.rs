@@ -48,6 +48,11 @@ pub use super::chooser::{Choices, Chooser};
 pub struct EventsView {
     /// `None`: every job.
     pub job: Option<String>,
+    /// When the operator last looked: the view opens at the first event after it, under a
+    /// line that says so.
+    pub since: Option<DateTime<Utc>>,
+    /// Whether the first rows have arrived (the view is placed once, at its opening).
+    pub placed: bool,
     pub rows: Result<Vec<Event>, String>,
     /// Lines scrolled up from the newest.
     pub scroll: usize,
@@ -61,7 +66,107 @@ pub struct DigestView {
     pub previous: Vec<Digest>,
     /// Items queued since the last cut.
     pub pending: Vec<DigestItem>,
+    /// The decisions (operators' and the machine's) and escalations of each digest's day, by
+    /// its id; `None` for the day since the last cut.
+    pub happened: HashMap<Option<i64>, Vec<Event>>,
     pub scroll: usize,
+}
+
+/// The kinds of event a digest lists beside what queued: what was decided, and what
+/// interrupted a human.
+pub const DECIDED_KINDS: [&str; 12] = [
+    "confirmed",
+    "declined",
+    "approved",
+    "denied",
+    "released",
+    "paused",
+    "resumed",
+    "acknowledged",
+    "verified",
+    "failed",
+    "cap-reached",
+    "escalated",
+];
+
+/// How many of a log's last lines the log view (`l`) reads; the whole file is one key away
+/// in `$PAGER`.
+pub const LOG_LINES: usize = 5000;
+
+/// The log view (`l`): a job's log over the whole body, still while scrolled up, searchable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogView {
+    pub job: String,
+    pub path: PathBuf,
+    /// The lines shown, oldest first: the rotated predecessor's, then the log's own.
+    pub lines: Vec<String>,
+    /// Where the predecessor's lines end and the log's own begin (0 when there are none), and
+    /// the predecessor's path.
+    pub earlier: Option<(usize, PathBuf)>,
+    /// Why the log cannot be shown, or that it is empty or missing.
+    pub trouble: Option<String>,
+    /// Lines scrolled up from the newest (0: the end of the log in view).
+    pub scroll: usize,
+    /// A newer reading that arrived while scrolled up: kept aside so the view stays still,
+    /// shown at the bottom (G).
+    pub newer: Option<Box<LogView>>,
+    /// The search being typed after `/`.
+    pub typing: Option<String>,
+    /// The last search, and the line of the match shown.
+    pub pattern: Option<String>,
+    pub hit: Option<usize>,
+    /// The log's stamp when it was read: a newer stamp means read it again.
+    pub stamp: Option<Option<FileStamp>>,
+}
+
+impl LogView {
+    /// A log view of `job` reading `path`, loaded from a tail read.
+    pub fn loaded(
+        job: String,
+        path: PathBuf,
+        lines: Reading<Vec<String>>,
+        earlier: Option<crate::probe::tail::EarlierLines>,
+    ) -> LogView {
+        let mut all = Vec::new();
+        let mut split = None;
+        if let Some(earlier) = earlier {
+            all.extend(earlier.lines);
+            split = Some((all.len(), earlier.path));
+        }
+        let trouble = match lines {
+            Reading::Found(own) => {
+                all.extend(own);
+                None
+            }
+            Reading::Empty => Some("empty: nothing written yet".to_string()),
+            Reading::Fault(error) => Some(format!("fault: {error}")),
+        };
+        LogView {
+            job,
+            path,
+            lines: all,
+            earlier: split,
+            trouble,
+            scroll: 0,
+            newer: None,
+            typing: None,
+            pattern: None,
+            hit: None,
+            stamp: None,
+        }
+    }
+
+    /// The lines that match `pattern` (case-insensitive unless it has a capital letter).
+    pub fn matches(&self, line: &str) -> bool {
+        let Some(pattern) = self.pattern.as_deref().filter(|p| !p.is_empty()) else {
+            return false;
+        };
+        if pattern.chars().any(char::is_uppercase) {
+            line.contains(pattern)
+        } else {
+            line.to_lowercase().contains(&pattern.to_lowercase())
+        }
+    }
 }
 
 /// A log tail loaded for one job.
@@ -71,6 +176,76 @@ pub struct Tail {
     pub lines: Reading<Vec<String>>,
     /// The lines before them in the rotated predecessor, when the log holds fewer than asked.
     pub earlier: Option<crate::probe::tail::EarlierLines>,
+}
+
+/// What the operator had in front of them when they last looked: when, and each job's state
+/// and bucket then. Rows that read differently now are marked.
+///
+/// "Looked" is the operator's last key press, or the moment the terminal lost focus (tmux
+/// and most terminals report focus). A key after [`AWAY_SECS`] without one, or the terminal
+/// gaining focus, is a return: the marks then show what changed since the screen was last in
+/// front of them, and stay while they work. It is kept in the state directory, so a
+/// dashboard started again marks what changed while none was open.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Looked {
+    pub at: Option<DateTime<Utc>>,
+    pub jobs: HashMap<String, (crate::core::State, Option<Bucket>)>,
+}
+
+/// How long without a key counts as being away.
+pub const AWAY_SECS: i64 = 120;
+
+impl Looked {
+    /// The screen as `snapshot` shows it at `at`.
+    pub fn of(snapshot: &Snapshot, at: DateTime<Utc>) -> Looked {
+        Looked {
+            at: Some(at),
+            jobs: snapshot
+                .list
+                .rows()
+                .map(|row| (row.id.clone(), (row.state, row.bucket)))
+                .collect(),
+        }
+    }
+
+    /// As kept in the state directory: `{"at": ..., "jobs": {"id": ["STATE", "BUCKET"]}}`.
+    pub fn to_json(&self) -> String {
+        let jobs: serde_json::Map<String, serde_json::Value> = self
+            .jobs
+            .iter()
+            .map(|(id, (state, bucket))| {
+                (
+                    id.clone(),
+                    serde_json::json!([state.as_str(), bucket.map(Bucket::as_str)]),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "at": self.at.map(|at| at.to_rfc3339()),
+            "jobs": jobs,
+        })
+        .to_string()
+    }
+
+    /// Reads [`Looked::to_json`] back; `None` for anything else.
+    pub fn from_json(text: &str) -> Option<Looked> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let at = value
+            .get("at")?
+            .as_str()
+            .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+            .map(|at| at.with_timezone(&Utc));
+        let mut jobs = HashMap::new();
+        for (id, pair) in value.get("jobs")?.as_object()? {
+            let state = crate::core::State::parse(pair.get(0)?.as_str()?)?;
+            let bucket = match pair.get(1)?.as_str() {
+                Some(name) => Some(Bucket::ORDER.into_iter().find(|b| b.as_str() == name)?),
+                None => None,
+            };
+            jobs.insert(id.clone(), (state, bucket));
+        }
+        Some(Looked { at, jobs })
+    }
 }
 
 /// Everything the dashboard shows.
@@ -88,6 +263,13 @@ pub struct Model {
     pub history: HashMap<String, VecDeque<(DateTime<Utc>, u64)>>,
     /// The selected job, by id, so the selection follows it when the order changes.
     pub selected: Option<String>,
+    /// The key of the selected approval, when the cursor is on a row of the APPROVALS group
+    /// (`selected` is then its job).
+    pub selected_approval: Option<String>,
+    /// Where the cursor was among the rows that need a human, when it was on one: when its
+    /// job leaves them (released, restarted), the cursor stays at that place in the action
+    /// list instead of following the job out of it.
+    cursor_rank: Option<usize>,
     /// The first list line shown.
     pub list_scroll: usize,
     pub focus: Pane,
@@ -102,6 +284,13 @@ pub struct Model {
     pub filter: String,
     pub filter_editing: bool,
     pub help: bool,
+    /// The help shows the legend of every mark rather than the keys (Tab in `?`).
+    pub help_legend: bool,
+    /// The last status message, kept when the next key clears the status line: `L` shows it
+    /// whole.
+    pub last_status: Option<String>,
+    /// `L`: the last message is shown whole, until a key.
+    pub status_whole: bool,
     /// A one-off message for the status line, cleared by the next key.
     pub status: Option<String>,
     pub tail: Option<Tail>,
@@ -109,6 +298,8 @@ pub struct Model {
     pub dialog: Option<Dialog>,
     /// The chooser among a job's pending approvals, if open: it takes every key.
     pub chooser: Option<Chooser>,
+    /// The log view, when open (`l`).
+    pub log: Option<LogView>,
     /// The event log view, when open (`e`).
     pub events: Option<EventsView>,
     /// The digest view, when open (`D`).
@@ -117,6 +308,12 @@ pub struct Model {
     pub escalations: Vec<Condition>,
     /// The newest escalation, shown as a banner until the operator presses a key.
     pub banner: Option<Condition>,
+    /// What the screen showed when the operator last looked at it before this return (loaded
+    /// from the state directory at start): the marks compare with it. `None` until known.
+    pub looked: Option<Looked>,
+    /// What the screen showed at the operator's latest key (or as focus left): kept in the
+    /// state directory when the dashboard ends.
+    pub seen: Option<Looked>,
     /// The log's stamp when the tail was loaded: a newer stamp means load it again.
     tail_stamp: Option<Option<FileStamp>>,
     pub size: (u16, u16),
@@ -152,6 +349,12 @@ pub enum Msg {
     Proposed(Result<Decision, String>),
     /// What became of an executed or declined decision, in words.
     Outcome(String),
+    /// The log the runtime read for the log view.
+    Log {
+        job: String,
+        lines: Reading<Vec<String>>,
+        earlier: Option<crate::probe::tail::EarlierLines>,
+    },
     /// The event log the runtime read for the events view.
     Events {
         job: Option<String>,
@@ -163,6 +366,10 @@ pub enum Msg {
     Escalations(Vec<Condition>, Vec<Condition>),
     /// The jobs file was loaded again: these are the jobs now.
     Jobs(std::sync::Arc<[JobSpec]>),
+    /// What the operator last saw, as kept in the state directory (at start).
+    Looked(Option<Looked>),
+    /// The terminal gained (true) or lost focus.
+    Focus(bool),
 }
 
 /// A side effect `update` asks the runtime to perform.
@@ -172,6 +379,15 @@ pub enum Command {
     /// Read the last lines of `path` and answer with [`Msg::Tail`].
     LoadTail {
         job: String,
+        path: PathBuf,
+    },
+    /// Read the last [`LOG_LINES`] lines of `path` and answer with [`Msg::Log`].
+    LoadLog {
+        job: String,
+        path: PathBuf,
+    },
+    /// Hand the terminal to `$PAGER` on `path` (at its end) and take it back.
+    Pager {
         path: PathBuf,
     },
     /// Gather every job's evidence again now.
@@ -207,19 +423,52 @@ pub enum Command {
     MarkDigestRead(i64),
     /// Ring the terminal bell.
     Bell,
+    /// Keep what the operator last saw in the state directory.
+    SaveLooked(Looked),
+}
+
+/// A group of the action list: the pending approvals above it, its buckets in fixed order,
+/// then the jobs that need nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Every pending approval, whatever its job's bucket: a question only a human answers.
+    Approvals,
+    Bucket(Bucket),
+    /// The jobs that need nothing ("NO ACTION").
+    Rest,
+}
+
+impl Section {
+    /// Whether its rows need a human.
+    pub fn needs_a_human(self) -> bool {
+        !matches!(self, Section::Rest)
+    }
 }
 
 /// One line of the action list.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Row<'a> {
-    /// A section heading: a bucket, or `None` for the jobs with nothing to do.
+    /// A section heading with how many rows it holds.
     Heading {
-        bucket: Option<Bucket>,
+        section: Section,
         count: usize,
     },
     Job(&'a Assessment),
+    /// One pending approval of a job, in the APPROVALS group: selecting it and pressing `a`
+    /// decides this one.
+    Approval(&'a Assessment, &'a crate::core::PendingApproval),
     /// A broken rule that belongs to no job ("no machine is watching"), under RED.
     Rule(&'a str),
+}
+
+/// Where the cursor can rest: a job's row, or one of its approvals in the APPROVALS group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    pub job: String,
+    /// The approval's key, for a row of the APPROVALS group.
+    pub approval: Option<String>,
+    /// Whether the row needs a human (an approval, or a job in a bucket).
+    pub needs_a_human: bool,
 }
 
 impl Model {
@@ -236,6 +485,8 @@ impl Model {
             snapshot: None,
             history: HashMap::new(),
             selected: None,
+            selected_approval: None,
+            cursor_rank: None,
             list_scroll: 0,
             focus: Pane::List,
             zoomed: false,
@@ -245,14 +496,20 @@ impl Model {
             filter: String::new(),
             filter_editing: false,
             help: false,
+            help_legend: false,
+            last_status: None,
+            status_whole: false,
             status: None,
             tail: None,
             dialog: None,
             chooser: None,
+            log: None,
             events: None,
             digest: None,
             escalations: Vec::new(),
             banner: None,
+            looked: None,
+            seen: None,
             tail_stamp: None,
             size: (80, 24),
             theme,
@@ -263,7 +520,19 @@ impl Model {
     }
 
     pub fn areas(&self) -> Areas {
-        layout::areas(self.size.0, self.size.1, self.zoomed)
+        self.areas_in(self.size.0, self.size.1)
+    }
+
+    /// The areas of a `width` x `height` frame, the header and the status line as tall as
+    /// their words need.
+    pub fn areas_in(&self, width: u16, height: u16) -> Areas {
+        layout::areas(
+            width,
+            height,
+            self.zoomed,
+            super::view::header_height(self, width),
+            super::view::status_height(self, width),
+        )
     }
 
     /// The spec of job `id`.
@@ -289,13 +558,27 @@ impl Model {
                 .is_some_and(|b| b.as_str().to_lowercase().contains(&needle))
     }
 
-    /// The lines of the action list as shown: headings with counts, then their jobs, the
-    /// buckets in fixed order, then the jobs with nothing to do. Filtered.
+    /// The lines of the action list as shown: the pending approvals first, then headings
+    /// with counts and their jobs, the buckets in fixed order, then the jobs with nothing to
+    /// do. Filtered.
     pub fn rows(&self) -> Vec<Row<'_>> {
         let Some(snapshot) = &self.snapshot else {
             return Vec::new();
         };
         let mut rows = Vec::new();
+        let approvals: Vec<Row<'_>> = snapshot
+            .list
+            .rows()
+            .filter(|a| !a.pending_approvals.is_empty() && self.matches(a))
+            .flat_map(|a| a.pending_approvals.iter().map(move |p| Row::Approval(a, p)))
+            .collect();
+        if !approvals.is_empty() {
+            rows.push(Row::Heading {
+                section: Section::Approvals,
+                count: approvals.len(),
+            });
+            rows.extend(approvals);
+        }
         for bucket in Bucket::ORDER {
             let jobs: Vec<&Assessment> = snapshot
                 .list
@@ -309,7 +592,7 @@ impl Model {
             };
             if !jobs.is_empty() || !rules.is_empty() {
                 rows.push(Row::Heading {
-                    bucket: Some(bucket),
+                    section: Section::Bucket(bucket),
                     count: jobs.len() + rules.len(),
                 });
                 rows.extend(rules.into_iter().map(Row::Rule));
@@ -324,12 +607,35 @@ impl Model {
             .collect();
         if !rest.is_empty() {
             rows.push(Row::Heading {
-                bucket: None,
+                section: Section::Rest,
                 count: rest.len(),
             });
             rows.extend(rest.into_iter().map(Row::Job));
         }
         rows
+    }
+
+    /// Whether `row` is where the cursor is.
+    pub fn is_selected(&self, row: &Row<'_>) -> bool {
+        match row {
+            Row::Job(a) => {
+                self.selected.as_deref() == Some(a.id.as_str()) && self.selected_approval.is_none()
+            }
+            Row::Approval(a, p) => {
+                self.selected.as_deref() == Some(a.id.as_str())
+                    && self.selected_approval.as_deref() == Some(p.key.as_str())
+            }
+            Row::Heading { .. } | Row::Rule(_) => false,
+        }
+    }
+
+    /// The window of the list in view: the first row shown, how many rows fit, and whether
+    /// the first line announces what is above instead (the list scrolled down). Shared by
+    /// `view` and `update`, so a click and a page key mean what is drawn.
+    pub fn list_window(&self) -> Option<(usize, usize, bool)> {
+        let list = self.areas().list?;
+        let height = layout::list_inner_height(list).max(1);
+        Some(window(self.list_scroll, height))
     }
 
     /// The stale markers of job `id` as last gathered and judged at the screen's moment:
@@ -369,9 +675,8 @@ impl Model {
         };
         let areas = self.areas();
         let mut ages = Vec::new();
-        if let Some(list) = areas.list.filter(|_| self.events.is_none()) {
-            let height = layout::list_inner_height(list);
-            for row in self.rows().iter().skip(self.list_scroll).take(height) {
+        if let Some((start, shown, _)) = self.list_window().filter(|_| self.events.is_none()) {
+            for row in self.rows().iter().skip(start).take(shown) {
                 if let Row::Job(a) = row
                     && let Some(age) = self.age_now(a)
                 {
@@ -445,76 +750,177 @@ impl Model {
         next_boundary(self.now, step)
     }
 
-    /// The ids of the job rows shown, in order.
-    fn job_ids(&self) -> Vec<String> {
+    /// A key: the operator is looking now. After [`AWAY_SECS`] without one they have come
+    /// back, and the marks move to compare with what they saw before they left.
+    fn note_a_look(&mut self) {
+        let Some(snapshot) = &self.snapshot else {
+            return;
+        };
+        let now_seen = Looked::of(snapshot, self.now);
+        let away = self
+            .seen
+            .as_ref()
+            .and_then(|seen| seen.at)
+            .is_none_or(|at| (self.now - at).num_seconds() >= AWAY_SECS);
+        // With nothing known of an earlier look (a first start), nothing is marked.
+        if away && let Some(seen) = self.seen.take() {
+            self.looked = Some(seen);
+        }
+        self.seen = Some(now_seen);
+    }
+
+    /// Whether `row` reads differently from when the operator last looked: another state or
+    /// bucket, or a job they have not seen.
+    pub fn changed_since_looked(&self, row: &Assessment) -> bool {
+        self.looked
+            .as_ref()
+            .is_some_and(|looked| looked.jobs.get(&row.id) != Some(&(row.state, row.bucket)))
+    }
+
+    /// Where the cursor can rest, in the order shown.
+    pub fn stops(&self) -> Vec<Stop> {
+        let mut section = Section::Rest;
         self.rows()
             .iter()
             .filter_map(|r| match r {
-                Row::Job(a) => Some(a.id.clone()),
-                Row::Heading { .. } | Row::Rule(_) => None,
+                Row::Heading { section: s, .. } => {
+                    section = *s;
+                    None
+                }
+                Row::Job(a) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: None,
+                    needs_a_human: section.needs_a_human(),
+                }),
+                Row::Approval(a, p) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: Some(p.key.clone()),
+                    needs_a_human: true,
+                }),
+                Row::Rule(_) => None,
             })
             .collect()
     }
 
-    fn select_first_if_needed(&mut self) {
-        let ids = self.job_ids();
-        let keep = self
-            .selected
-            .as_ref()
-            .is_some_and(|id| ids.iter().any(|i| i == id));
-        if !keep {
-            self.selected = ids.first().cloned();
+    fn at_stop(&self, stop: &Stop) -> bool {
+        self.selected.as_deref() == Some(stop.job.as_str())
+            && self.selected_approval == stop.approval
+    }
+
+    fn select_stop(&mut self, stop: Option<&Stop>) {
+        let (job, approval) = match stop {
+            Some(stop) => (Some(stop.job.clone()), stop.approval.clone()),
+            None => (None, None),
+        };
+        if self.selected != job {
             self.detail_scroll = 0;
             self.tail_scroll = 0;
+        }
+        self.selected = job;
+        self.selected_approval = approval;
+    }
+
+    fn select_first_if_needed(&mut self) {
+        let stops = self.stops();
+        if !stops.iter().any(|s| self.at_stop(s)) {
+            // An approval decided meanwhile: its job's own row, if it is shown.
+            let own = stops
+                .iter()
+                .find(|s| self.selected.as_deref() == Some(s.job.as_str()) && s.approval.is_none());
+            let first = own.or(stops.first()).cloned();
+            self.select_stop(first.as_ref());
         }
     }
 
-    /// Moves the selection `delta` job rows (negative is up), clamped at the ends.
-    fn move_selection(&mut self, delta: isize) {
-        let ids = self.job_ids();
-        if ids.is_empty() {
-            self.selected = None;
+    /// After a new snapshot: when the cursor was on a row that needs a human and its job no
+    /// longer needs one (released, restarted, decided), the cursor stays at the same place
+    /// among the rows that do: the next thing that needs a human, not the job on its way out.
+    fn keep_the_cursor_on_what_needs_a_human(&mut self) {
+        let Some(rank) = self.cursor_rank else {
+            return;
+        };
+        let stops = self.stops();
+        let here = stops.iter().find(|s| self.at_stop(s));
+        if here.is_some_and(|s| s.needs_a_human) {
             return;
         }
-        let at = self
-            .selected
-            .as_ref()
-            .and_then(|id| ids.iter().position(|i| i == id))
-            .unwrap_or(0) as isize;
-        let to = (at + delta).clamp(0, ids.len() as isize - 1) as usize;
-        if self.selected.as_deref() != Some(ids[to].as_str()) {
-            self.selected = Some(ids[to].clone());
-            self.detail_scroll = 0;
-            self.tail_scroll = 0;
+        let waiting: Vec<&Stop> = stops.iter().filter(|s| s.needs_a_human).collect();
+        if let Some(next) = waiting.get(rank).or(waiting.last()).map(|s| (*s).clone()) {
+            self.select_stop(Some(&next));
         }
+    }
+
+    /// Notes where the cursor is among the rows that need a human.
+    fn remember_rank(&mut self) {
+        let stops = self.stops();
+        self.cursor_rank = stops
+            .iter()
+            .filter(|s| s.needs_a_human)
+            .position(|s| self.at_stop(s));
+    }
+
+    /// Moves the selection `delta` rows (negative is up), clamped at the ends.
+    fn move_selection(&mut self, delta: isize) {
+        let stops = self.stops();
+        if stops.is_empty() {
+            self.select_stop(None);
+            return;
+        }
+        let at = stops.iter().position(|s| self.at_stop(s)).unwrap_or(0) as isize;
+        let to = (at + delta).clamp(0, stops.len() as isize - 1) as usize;
+        self.select_stop(Some(&stops[to]));
     }
 
     /// Keeps the selected row (and, when it is the first of its section, its heading) in
-    /// the visible part of the list.
+    /// the visible part of the list; a scrolled list gives its first line to what is above.
     fn ensure_visible(&mut self) {
         let Some(list) = self.areas().list else {
             return;
         };
         let height = layout::list_inner_height(list).max(1);
         let rows = self.rows();
-        let line = self.selected.as_ref().and_then(|id| {
-            rows.iter()
-                .position(|r| matches!(r, Row::Job(a) if &a.id == id))
-        });
-        let max_scroll = rows.len().saturating_sub(height);
+        let line = rows.iter().position(|r| self.is_selected(r));
+        let max_scroll = if rows.len() <= height {
+            0
+        } else {
+            rows.len() - height.saturating_sub(1).max(1)
+        };
         if let Some(line) = line {
             let top = if line > 0 && matches!(rows[line - 1], Row::Heading { .. }) {
                 line - 1
             } else {
                 line
             };
-            if top < self.list_scroll {
+            let (start, shown, _) = window(self.list_scroll, height);
+            if top < start || top == 0 {
                 self.list_scroll = top;
-            } else if line >= self.list_scroll + height {
-                self.list_scroll = line + 1 - height;
+            } else if line >= start + shown {
+                let (_, scrolled, _) = window(1, height);
+                self.list_scroll = line + 1 - scrolled;
             }
         }
         self.list_scroll = self.list_scroll.min(max_scroll);
+    }
+
+    /// The log to read again for the log view, when it is open and its log changed.
+    fn log_command(&mut self) -> Option<Command> {
+        let stamp = {
+            let view = self.log.as_ref()?;
+            self.snapshot
+                .as_ref()
+                .and_then(|s| s.evidence_of(&view.job))
+                .and_then(|e| e.log.as_ref())
+                .and_then(|r| r.found().cloned())
+        };
+        let view = self.log.as_mut()?;
+        if view.stamp.as_ref() == Some(&stamp) {
+            return None;
+        }
+        view.stamp = Some(stamp);
+        Some(Command::LoadLog {
+            job: view.job.clone(),
+            path: view.path.clone(),
+        })
     }
 
     /// The tail to load for the selected job, if it is not loaded or its log changed.
@@ -555,15 +961,15 @@ impl Model {
     }
 }
 
-/// The display step of an age: seconds under 10 s, tens of seconds under a minute, then
-/// minutes.
+/// The display step of an age as [`crate::core::assess::fmt_secs`] writes it: seconds under
+/// 1000 s, then minutes, then hours past two days.
 pub fn age_step(age_sec: f64) -> i64 {
-    if age_sec < 10.0 {
+    if age_sec < 1000.0 {
         1
-    } else if age_sec < 60.0 {
-        10
-    } else {
+    } else if age_sec < 172_800.0 {
         60
+    } else {
+        3600
     }
 }
 
@@ -583,9 +989,35 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
                 return None;
             }
             model.dirty = true;
-            on_key(model, key)
+            model.note_a_look();
+            let command = on_key(model, key);
+            model.remember_rank();
+            command
         }
-        Msg::Mouse(mouse) => on_mouse(model, mouse),
+        Msg::Looked(looked) => {
+            model.looked = looked.clone();
+            model.seen = looked;
+            model.dirty = true;
+            None
+        }
+        Msg::Focus(gained) => {
+            let snapshot = model.snapshot.as_ref()?;
+            let now_seen = Looked::of(snapshot, model.now);
+            if gained {
+                // Back in front of it: the marks show what changed since it was left.
+                model.looked = model.seen.clone().or(Some(now_seen));
+                model.dirty = true;
+                None
+            } else {
+                model.seen = Some(now_seen.clone());
+                Some(Command::SaveLooked(now_seen))
+            }
+        }
+        Msg::Mouse(mouse) => {
+            let command = on_mouse(model, mouse);
+            model.remember_rank();
+            command
+        }
         Msg::Resize(width, height) => {
             model.size = (width, height);
             model.dirty = true;
@@ -597,9 +1029,11 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             model.record_history(&snapshot);
             model.snapshot = Some(snapshot);
             model.select_first_if_needed();
+            model.keep_the_cursor_on_what_needs_a_human();
             model.ensure_visible();
+            model.remember_rank();
             model.dirty = true;
-            model.tail_command()
+            model.log_command().or_else(|| model.tail_command())
         }
         Msg::Jobs(jobs) => {
             model.jobs = jobs;
@@ -638,7 +1072,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
             None
         }
         Msg::Proposed(Ok(decision)) => {
-            model.dialog = Some(Dialog::new(decision));
+            model.dialog = Some(Dialog::at(decision, Some(model.now)));
             model.dirty = true;
             None
         }
@@ -682,10 +1116,38 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
                 None => None,
             }
         }
+        Msg::Log {
+            job,
+            lines,
+            earlier,
+        } => {
+            let view = model.log.as_mut().filter(|v| v.job == job)?;
+            let mut fresh = LogView::loaded(job, view.path.clone(), lines, earlier);
+            fresh.stamp = view.stamp.clone();
+            fresh.pattern = view.pattern.clone();
+            if view.scroll == 0 {
+                fresh.typing = view.typing.take();
+                *view = fresh;
+            } else {
+                // Scrolled up: what the operator reads stays where it is.
+                view.newer = Some(Box::new(fresh));
+            }
+            model.dirty = true;
+            None
+        }
         Msg::Events { job, rows } => {
-            if model.events.as_ref().is_some_and(|v| v.job == job) {
-                let scroll = model.events.as_ref().map_or(0, |v| v.scroll);
-                model.events = Some(EventsView { job, rows, scroll });
+            let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+            if let Some(view) = model.events.as_mut().filter(|v| v.job == job) {
+                // Opened at what happened since the operator last looked: the first of it at
+                // the top when it is more than a page.
+                if !view.placed
+                    && let (Ok(rows), Some(since)) = (&rows, view.since)
+                {
+                    let first_new = rows.iter().position(|e| e.at > since).unwrap_or(rows.len());
+                    view.scroll = rows.len().saturating_sub(first_new + page);
+                }
+                view.placed = true;
+                view.rows = rows;
                 model.dirty = true;
             }
             None
@@ -761,6 +1223,120 @@ fn on_digest_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     None
 }
 
+/// Keys while the log view is open: scroll (it stays still while lines arrive), `/` to search
+/// toward older lines, `n` the next older match, `N` the next newer, `o` the log in `$PAGER`,
+/// G (or scrolling down to the end) the newest lines, Esc or `l` back.
+fn on_log_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
+    let page = usize::from(model.size.1.saturating_sub(6)).max(1);
+    let typing = model.log.as_ref().is_some_and(|v| v.typing.is_some());
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('l') if !typing => {
+            model.log = None;
+            return None;
+        }
+        KeyCode::Char('q') if !typing => {
+            model.quit = true;
+            return Some(Command::Quit);
+        }
+        _ => {}
+    }
+    let view = model.log.as_mut()?;
+    if let Some(typing) = view.typing.as_mut() {
+        match key.code {
+            KeyCode::Esc => view.typing = None,
+            KeyCode::Enter => {
+                view.pattern = view.typing.take().filter(|p| !p.is_empty());
+                view.hit = None;
+                let found = search(view, true, page);
+                if !found {
+                    model.status = Some(not_found(view));
+                }
+            }
+            KeyCode::Backspace => {
+                typing.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() && typing.chars().count() < 200 => typing.push(c),
+            _ => {}
+        }
+        return None;
+    }
+    let total = view.lines.len();
+    let most = total.saturating_sub(1);
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => view.scroll = (view.scroll + 1).min(most),
+        KeyCode::Down | KeyCode::Char('j') => view.scroll = view.scroll.saturating_sub(1),
+        KeyCode::PageUp => view.scroll = (view.scroll + page).min(most),
+        KeyCode::PageDown => view.scroll = view.scroll.saturating_sub(page),
+        KeyCode::Char('g') | KeyCode::Home => view.scroll = most,
+        KeyCode::Char('G') | KeyCode::End => view.scroll = 0,
+        KeyCode::Char('/') => view.typing = Some(String::new()),
+        KeyCode::Char(c @ ('n' | 'N')) => {
+            if view.pattern.is_none() {
+                model.status = Some("no search yet: / and a word first".to_string());
+            } else if !search(view, c == 'n', page) {
+                model.status = Some(not_found(view));
+            }
+        }
+        KeyCode::Char('o') => {
+            return Some(Command::Pager {
+                path: view.path.clone(),
+            });
+        }
+        _ => {}
+    }
+    // Back at the end: the lines that arrived meanwhile are shown.
+    if view.scroll == 0
+        && let Some(newer) = view.newer.take()
+    {
+        let pattern = view.pattern.clone();
+        *view = *newer;
+        view.pattern = pattern;
+    }
+    None
+}
+
+/// Moves to the next match older (`back`) or newer than the one shown (or than the bottom
+/// line in view), scrolled so that it is in view. False when there is none.
+fn search(view: &mut LogView, back: bool, page: usize) -> bool {
+    let total = view.lines.len();
+    if total == 0 {
+        return false;
+    }
+    let from = view
+        .hit
+        .unwrap_or_else(|| total.saturating_sub(1 + view.scroll) + usize::from(back));
+    let found = if back {
+        (0..from.min(total))
+            .rev()
+            .find(|&i| view.matches(&view.lines[i]))
+    } else {
+        (from + 1..total).find(|&i| view.matches(&view.lines[i]))
+    };
+    match found {
+        Some(at) => {
+            view.hit = Some(at);
+            // The match a third of a page above the bottom, so what follows it shows too.
+            let below = (total - 1 - at).saturating_sub(page / 3);
+            view.scroll = below;
+            true
+        }
+        None => false,
+    }
+}
+
+fn not_found(view: &LogView) -> String {
+    format!(
+        "'{}' not found {} in the last {} lines read (o: the whole log in $PAGER)",
+        crate::core::text::inert(view.pattern.as_deref().unwrap_or_default()),
+        if view.hit.is_some() {
+            "beyond this match"
+        } else {
+            "above"
+        },
+        view.lines.len()
+    )
+}
+
 /// Keys while the events view is open.
 fn on_events_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     let view = model.events.as_mut()?;
@@ -800,7 +1376,9 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         model.quit = true;
         return Some(Command::Quit);
     }
-    model.status = None;
+    if let Some(status) = model.status.take() {
+        model.last_status = Some(status);
+    }
     // Any key means the operator has seen the banner.
     model.banner = None;
     if model.dialog.is_some() {
@@ -815,6 +1393,9 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
     if model.events.is_some() {
         return on_events_key(model, key);
     }
+    if model.log.is_some() {
+        return on_log_key(model, key);
+    }
     if model.filter_editing {
         return on_filter_key(model, key);
     }
@@ -824,8 +1405,15 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 model.quit = true;
                 return Some(Command::Quit);
             }
+            KeyCode::Tab | KeyCode::BackTab | KeyCode::Left | KeyCode::Right => {
+                model.help_legend = !model.help_legend
+            }
             _ => model.help = false,
         }
+        return None;
+    }
+    if model.status_whole {
+        model.status_whole = false;
         return None;
     }
     let page = page_height(model) as isize;
@@ -834,7 +1422,11 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             model.quit = true;
             return Some(Command::Quit);
         }
-        KeyCode::Char('?') => model.help = true,
+        KeyCode::Char('?') => {
+            model.help = true;
+            model.help_legend = false;
+        }
+        KeyCode::Char('L') => model.status_whole = true,
         KeyCode::Char('/') => model.filter_editing = true,
         KeyCode::Esc => {
             if model.tail_focus {
@@ -881,16 +1473,22 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
         KeyCode::PageDown => return step(model, page.max(1)),
         KeyCode::Home | KeyCode::Char('g') => return step(model, -(isize::MAX / 2)),
         KeyCode::End | KeyCode::Char('G') => return step(model, isize::MAX / 2),
-        // The log: the tail fills the detail, on its newest lines; `l` again goes back.
-        KeyCode::Char('l') if model.selected.is_some() => {
-            if model.tail_focus {
-                model.tail_focus = false;
-            } else {
-                model.zoomed = true;
-                model.focus = Pane::Detail;
-                model.tail_focus = true;
-                model.tail_scroll = 0;
-            }
+        // The log over the whole body, on its newest lines; `l` again goes back.
+        KeyCode::Char('l') => {
+            let Some(id) = model.selected.clone() else {
+                model.status = Some("select a job first".to_string());
+                return None;
+            };
+            let Some(path) = model.job(&id).and_then(|job| job.log.clone()) else {
+                model.status = Some(format!(
+                    "'{id}' declares no log: add 'log:' to its stanza to read it here"
+                ));
+                return None;
+            };
+            let mut view = LogView::loaded(id, path, Reading::Empty, None);
+            view.trouble = Some("reading…".to_string());
+            model.log = Some(view);
+            return model.log_command();
         }
         KeyCode::Char('R') => {
             model.status = Some("gathering every job's evidence again".to_string());
@@ -901,6 +1499,12 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 model.status = Some("select a job first".to_string());
                 return None;
             };
+            // On a row of the APPROVALS group: that question.
+            if c == 'a'
+                && let Some(key) = model.selected_approval.clone()
+            {
+                return Some(Command::ProposeApproval { job, key });
+            }
             // Several questions waiting: the operator picks one before any dialog.
             if c == 'a'
                 && let Some(row) = model.selected_row()
@@ -951,6 +1555,8 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
             let job = model.selected.clone();
             model.events = Some(EventsView {
                 job: job.clone(),
+                since: model.looked.as_ref().and_then(|l| l.at),
+                placed: false,
                 rows: Ok(Vec::new()),
                 scroll: 0,
             });
@@ -961,6 +1567,7 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Option<Command> {
                 latest: None,
                 previous: Vec::new(),
                 pending: Vec::new(),
+                happened: HashMap::new(),
                 scroll: 0,
             }));
             return Some(Command::LoadDigest);
@@ -1087,19 +1694,29 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
         }
         MouseEventKind::Down(MouseButton::Left) if in_list => {
             let list = areas.list?;
-            let line = usize::from(mouse.row.saturating_sub(list.y + 1)) + model.list_scroll;
+            let (start, _, above) = model.list_window()?;
+            // Below the top border and the column headers (and the line saying what is above).
+            let first = list.y + 2 + u16::from(above);
+            let line = usize::from(mouse.row.checked_sub(first)?) + start;
             let clicked = match model.rows().get(line) {
-                Some(Row::Job(a)) => Some(a.id.clone()),
+                Some(Row::Job(a)) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: None,
+                    needs_a_human: false,
+                }),
+                Some(Row::Approval(a, p)) => Some(Stop {
+                    job: a.id.clone(),
+                    approval: Some(p.key.clone()),
+                    needs_a_human: true,
+                }),
                 _ => None,
             };
             model.focus = Pane::List;
             model.dirty = true;
-            if let Some(id) = clicked
-                && model.selected.as_deref() != Some(id.as_str())
+            if let Some(stop) = clicked
+                && !model.at_stop(&stop)
             {
-                model.selected = Some(id);
-                model.detail_scroll = 0;
-                model.tail_scroll = 0;
+                model.select_stop(Some(&stop));
                 return model.tail_command();
             }
             None
@@ -1110,5 +1727,16 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) -> Option<Command> {
             None
         }
         _ => None,
+    }
+}
+
+/// The rows in view for a list scrolled to `scroll` with `height` lines: the first row, how
+/// many, and whether the first line announces what is above (so the head of the list is
+/// never silently out of view).
+pub fn window(scroll: usize, height: usize) -> (usize, usize, bool) {
+    if scroll == 0 || height < 2 {
+        (scroll, height, false)
+    } else {
+        (scroll, height - 1, true)
     }
 }

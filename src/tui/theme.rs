@@ -54,6 +54,14 @@ impl Theme {
         style.add_modifier(Modifier::BOLD)
     }
 
+    /// A row's colour: its bucket's, or its state's for a job that needs nothing.
+    pub fn row(&self, state: State, bucket: Option<Bucket>) -> Style {
+        match bucket {
+            Some(bucket) => self.bucket(bucket),
+            None => self.state(state),
+        }
+    }
+
     pub fn heading(&self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
     }
@@ -87,6 +95,46 @@ impl Theme {
     }
 }
 
+/// A one-character mark per bucket, readable without colour: a row in the action list wears
+/// its bucket's mark (a RED job never looks healthy because its process is alive), and no two
+/// buckets share one.
+pub fn bucket_mark(bucket: Bucket) -> &'static str {
+    match bucket {
+        Bucket::Restart => "↻",
+        Bucket::Red => "✖",
+        Bucket::Stale => "‖",
+        Bucket::Dispatch => "➜",
+    }
+}
+
+/// A row's mark: its bucket's, or its state's for a job that needs nothing.
+pub fn mark(state: State, bucket: Option<Bucket>) -> &'static str {
+    match bucket {
+        Some(bucket) => bucket_mark(bucket),
+        None => symbol(state),
+    }
+}
+
+/// Every mark the dashboard draws and what it means, as `?` lists them: the legend.
+pub const LEGEND: [(&str, &str); 16] = [
+    ("⚑", "an approval waits for a human (APPROVALS)"),
+    ("↻", "RESTART: dead holder, or should run and does not"),
+    ("✖", "RED: a check failed or a rule is broken"),
+    ("‖", "STALE: stalled, unknown, a timeout or a marker"),
+    ("➜", "DISPATCH: never started, ready (held while RED)"),
+    ("▶", "running"),
+    ("✔", "complete"),
+    ("·", "not running, not due"),
+    ("⊘", "paused on purpose (p resumes)"),
+    ("?", "cannot tell: a fault, or liveness unknown"),
+    ("●", "changed since you last looked"),
+    ("↑ ↓", "more of the list above or below"),
+    ("▁▂▃▅▇", "recent rate of progress, newest right"),
+    ("⚠", "a banner or notice: dispatch held, escalation"),
+    ("✔ ✖ ?", "in the detail: a check passed, failed, faulted"),
+    ("/", "search or filter being typed"),
+];
+
 /// A one-character symbol per state, readable without colour.
 pub fn symbol(state: State) -> &'static str {
     match state {
@@ -95,6 +143,8 @@ pub fn symbol(state: State) -> &'static str {
         State::Unknown => "?",
         State::Stalled => "‖",
         State::Running => "▶",
+        // Outside a bucket only in the detail: the row of a job that should run wears its
+        // bucket's mark (↻ RESTART, ➜ DISPATCH).
         State::ShouldBeRunning => "↻",
         State::Complete => "✔",
         State::NotRunning => "·",
