@@ -67,6 +67,13 @@ fn farm(jobs: usize) -> String {
 }
 
 #[test]
+fn the_example_is_read_by_the_quick_reader() {
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs.example.yaml"))
+        .expect("the example");
+    assert!(quick_reader_reads(&text), "jobs.example.yaml is plain YAML");
+}
+
+#[test]
 fn a_farm_of_plain_yaml_is_read_by_the_quick_reader_to_the_same_jobs() {
     let text = farm(300);
     let path = Path::new("/srv/farm/jobs.yaml");
@@ -91,7 +98,7 @@ fn a_farm_of_plain_yaml_is_read_by_the_quick_reader_to_the_same_jobs() {
 }
 
 /// One job with every kind of place a value can be; `{}` is where the awkward value goes.
-const PLACES: [&str; 14] = [
+const PLACES: [&str; 16] = [
     "    name: {}\n",
     "    owner: {}\n",
     "    log: {}\n",
@@ -106,6 +113,8 @@ const PLACES: [&str; 14] = [
     "    restart:\n      command: [a]\n      env: {X: {}}\n",
     "    restart:\n      command:\n        - {}\n",
     "    markers:\n      - {path: m, stale_after_sec: {}}\n",
+    "    name: >-\n      {}\n",
+    "    auto_restart_blocked_reason: |\n      {}\n      and a second line\n",
 ];
 
 const VALUES: [&str; 44] = [
@@ -215,6 +224,27 @@ fn shapes_around_the_values_read_the_same_as_serde_saphyr_reads_them() {
         "jobs: []  \n",
         "jobs: [] #c\n",
         "jobs: []#c\n",
+        // Block scalars: folded and literal, stripped and clipped, a `#` line and `: ` in
+        // the text, a comment after the header, blank lines after it, inside it, a line
+        // more indented, an indentation digit, keep chomping.
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         auto_restart_blocked_reason: >-   # why\n      cause known: 503s\n      # still text\n\n\n  \
+         - id: b\n    log: /l\n    lock: /k2\n    should_run_when: [resource_free]\n    \
+         name: |\n      one\n      two  \n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: >\n      folded\n      lines\n    owner: o\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: |-\n      one\n\n      two\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: >-\n      one\n        deeper\n      two\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: >2\n        two spaces kept\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: |+\n      kept\n\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: >-\n",
+        "jobs:\n  - id: a\n    log: /l\n    lock: /k\n    should_run_when: [resource_free]\n    \
+         name: >-#c\n      x\n",
     ] {
         agree(text, path);
     }

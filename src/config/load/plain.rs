@@ -64,6 +64,9 @@ struct Line<'a> {
 }
 
 struct Reader<'a> {
+    /// Every line of the file, for the body of a block scalar (whose blank and `#` lines are
+    /// text, not comments).
+    raw: Vec<&'a str>,
     lines: Vec<Line<'a>>,
     next: usize,
 }
@@ -76,7 +79,8 @@ impl<'a> Reader<'a> {
             return None;
         }
         let mut lines = Vec::with_capacity(source.len() / 24);
-        for (index, raw) in source.split('\n').enumerate() {
+        let all: Vec<&'a str> = source.split('\n').collect();
+        for (index, raw) in all.iter().copied().enumerate() {
             let text = raw.trim_start_matches(' ');
             if text.is_empty() || text.starts_with('#') {
                 continue;
@@ -93,7 +97,11 @@ impl<'a> Reader<'a> {
                 text,
             });
         }
-        Some(Reader { lines, next: 0 })
+        Some(Reader {
+            raw: all,
+            lines,
+            next: 0,
+        })
     }
 
     fn peek(&self) -> Option<Line<'a>> {
@@ -208,6 +216,8 @@ impl<'a> Reader<'a> {
                     }
                     _ => node(Value::Null, line.number, column as u32),
                 }
+            } else if value_text.starts_with(['>', '|']) {
+                self.block_scalar(value_text, line.number, column, indent)?
             } else {
                 self.value_on_line(value_text, line.number, column, indent, depth)?
             };
@@ -218,6 +228,69 @@ impl<'a> Reader<'a> {
             first.number,
             first.indent as u32 + 1,
         ))
+    }
+
+    /// A block scalar of a key at `indent` whose header (`>`, `>-`, `|` or `|-`, then maybe a
+    /// comment) is on line `number`: its body is the lines below, all at one indentation
+    /// deeper than the key, none blank inside, none more indented (those fold otherwise), and
+    /// it ends at the first line less indented (blank lines before it are trailing ones,
+    /// which the two chompings read drop). Anything else declines.
+    fn block_scalar(
+        &mut self,
+        header: &'a str,
+        number: u32,
+        column: usize,
+        indent: usize,
+    ) -> Option<Node<'a>> {
+        let (style, rest) = header.split_at(1);
+        let (strip, rest) = match rest.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
+        let rest = rest.trim_start_matches(' ');
+        if !(rest.is_empty()
+            || (rest.starts_with('#') && header.len() > rest.len() + 1 + usize::from(strip)))
+        {
+            return None;
+        }
+        let spaces = |line: &str| line.len() - line.trim_start_matches(' ').len();
+        let blank = |line: &str| line.trim_start_matches(' ').is_empty();
+        let first = number as usize;
+        let body_indent = spaces(self.raw.get(first)?);
+        if blank(self.raw[first]) || body_indent <= indent {
+            return None;
+        }
+        let mut body: Vec<&str> = Vec::new();
+        let mut at = first;
+        while let Some(line) = self.raw.get(at) {
+            if blank(line) {
+                // Blank lines inside the body fold into newlines: declined. Trailing ones
+                // (before a line less indented, or the end) are dropped by both chompings.
+                let next = self.raw[at..].iter().find(|line| !blank(line));
+                if next.is_some_and(|line| spaces(line) >= body_indent) {
+                    return None;
+                }
+                break;
+            }
+            let deep = spaces(line);
+            if deep < body_indent {
+                break;
+            }
+            if deep > body_indent {
+                return None;
+            }
+            body.push(&line[body_indent..]);
+            at += 1;
+        }
+        let last = u32::try_from(at).ok()?;
+        while self.peek().is_some_and(|line| line.number <= last) {
+            self.next += 1;
+        }
+        let mut text = body.join(if style == ">" { " " } else { "\n" });
+        if !strip {
+            text.push('\n');
+        }
+        Some(node(Value::Quoted(Cow::Owned(text)), number, column as u32))
     }
 
     /// A value written on its key's line; nothing may continue it on the lines below.
@@ -801,8 +874,9 @@ impl<'de> MapAccess<'de> for EntryAccess<'_, '_> {
             return Ok(None);
         };
         self.value = Some(value);
-        seed.deserialize(de::value::StrDeserializer::<Declined>::new(key))
-            .map(Some)
+        // Through a node, not a bare string: a key may be read as `Spanned` (`restart.env`).
+        let key = node(Value::Plain(key), value.line, value.column);
+        seed.deserialize(NodeDe(&key)).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Declined> {
