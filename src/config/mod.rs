@@ -16,7 +16,10 @@ use chrono::NaiveTime;
 use serde::{Deserialize, Serialize};
 
 pub use load::fleet::{Fleet, Host, find_fleet_path, load_fleet, load_fleet_str};
-pub use load::{ConfigError, find_config_path, load, load_saved, load_str, settings_of_refused};
+pub use load::{
+    ConfigError, find_config_path, load, load_saved, load_str, load_str_by_serde_saphyr,
+    quick_reader_reads, settings_of_refused,
+};
 pub(crate) use load::{is_valid_id, suggest_id};
 
 /// The whole validated jobs file.
