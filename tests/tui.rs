@@ -70,6 +70,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         stall_never: false,
         io_progress: true,
         markers: Vec::new(),
+        schedule: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn job(i: usize) -> JobSpec {
         stall_never: false,
         io_progress: true,
         markers: Vec::new(),
+        schedule: None,
     }
 }
 

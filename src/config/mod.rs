@@ -62,6 +62,9 @@ pub enum Predicate {
     /// The last run `mihari run` recorded for the job did not exit 0: a one-shot job with
     /// nothing to count (an rsync, a dd, a tqdm loop) is due until a run of it succeeds.
     NotSucceeded,
+    /// A job that runs on a `schedule` (cron, a timer) missed a run: no run has ended with
+    /// exit 0 since its due time + grace, or the last run failed.
+    Overdue,
 }
 
 impl Predicate {
@@ -70,6 +73,7 @@ impl Predicate {
             Predicate::NotComplete => "not_complete",
             Predicate::ResourceFree => "resource_free",
             Predicate::NotSucceeded => "not_succeeded",
+            Predicate::Overdue => "overdue",
         }
     }
 }
@@ -119,6 +123,9 @@ pub struct JobSpec {
     /// `io_progress` (default true): positions in the regular files the live holder's tree has
     /// open count as progress (source `io`). Off, the kernel still diagnoses a quiet holder.
     pub io_progress: bool,
+    /// `schedule:` — when a job that runs at set times (a cron line, a timer) is due: idle
+    /// between its runs by plan, overdue when a run is missed (the `overdue` predicate).
+    pub schedule: Option<Schedule>,
 }
 
 impl JobSpec {
@@ -287,6 +294,31 @@ impl LogProgress {
             LogProgress::Pattern { reports_total, .. } => *reports_total,
         }
     }
+}
+
+/// `schedule:` — a job that runs at set times: every so long, or at the times of a cron
+/// expression, each run to end with exit 0 within `grace` of its due time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub cadence: Cadence,
+    /// How late after its due time a successful run may end before the job is overdue: the
+    /// run's own length and some slack.
+    pub grace_sec: u64,
+    /// The zone a cron expression's hours are read in (default the machine's, as cron reads
+    /// them). Not used by `every`.
+    pub time_zone: TimeZoneName,
+}
+
+/// How often a scheduled job runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cadence {
+    /// `every: 20m`: a run is due this many seconds after the last success ended (a timer
+    /// with `OnUnitInactiveSec`, a loop with a sleep).
+    Every { sec: u64 },
+    /// `cron: "*/20 * * * *"`: the five fields of crontab(5), parsed when the file was loaded
+    /// (boxed: a parsed expression is 300 bytes, and most jobs of a farm have none).
+    Cron { expression: Box<croner::Cron> },
 }
 
 /// `progress_table.time_unit`: what one step of a numeric time column is.

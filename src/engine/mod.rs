@@ -892,7 +892,7 @@ impl Engine {
             };
             return record::StoreView::default();
         };
-        let read = record::StoreView::read(store, now).and_then(|view| {
+        let read = record::StoreView::read(store, &self.config.jobs, now).and_then(|view| {
             Ok((
                 view,
                 record::watcher_status(Some(store), &self.config, now)?,
@@ -1462,7 +1462,7 @@ impl Engine {
     }
 
     /// The next moment a verdict can change by time alone: a running job's stall deadline,
-    /// or a check falling due. `None` when nothing changes until something happens.
+    /// a scheduled job's due time passing, or a check falling due. `None` when nothing changes until something happens.
     pub fn next_deadline(&self, snapshot: &Snapshot) -> Option<DateTime<Utc>> {
         let mut next: Option<DateTime<Utc>> = None;
         let checks_full = self.checks_out.len() >= checks::in_flight_limit();
@@ -1498,6 +1498,11 @@ impl Engine {
                 let at =
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
+            }
+            // A scheduled job turns overdue by time alone, the moment its grace ends: the
+            // watcher wakes then, with no polling in between.
+            if let Some(due) = row.next_due {
+                consider(due + Duration::milliseconds(1));
             }
             // A live holder is looked at again when its look is due; one not looked at yet,
             // once its other progress has been quiet for half of stall_sec.

@@ -92,12 +92,25 @@ pub(super) struct StoreView {
     failures: HashMap<String, u64>,
     /// Spawns of each job ever recorded.
     spawn_counts: HashMap<String, u64>,
+    /// For each scheduled job, the end of its last success and when mihari first saw it.
+    scheduled: HashMap<String, ScheduleRecord>,
+}
+
+/// What a scheduled job's due time counts from, as the event log says.
+#[derive(Default, Clone, Copy)]
+struct ScheduleRecord {
+    last_success: Option<DateTime<Utc>>,
+    first_seen: Option<DateTime<Utc>>,
 }
 
 impl StoreView {
     /// Reads the view as of `now`. A read that fails fails the whole view: a damaged or
     /// unreadable store is a fault to show, never "nothing there".
-    pub(super) fn read(store: &Store, now: DateTime<Utc>) -> Result<StoreView, StoreError> {
+    pub(super) fn read(
+        store: &Store,
+        jobs: &[JobSpec],
+        now: DateTime<Utc>,
+    ) -> Result<StoreView, StoreError> {
         let day_ago = now - Duration::hours(24);
         let mut view = StoreView::default();
         for event in store.newest_per_job(&NEWEST_KINDS)? {
@@ -140,6 +153,33 @@ impl StoreView {
             .into_iter()
             .collect();
         view.spawn_counts = store.spawn_counts()?.into_iter().collect();
+        // Only scheduled jobs ask, and only what the newest end does not say already: a job
+        // whose last run succeeded needs no query, and one with a success never asks when it
+        // was first seen. A farm of scheduled jobs that succeed costs nothing more.
+        for job in jobs.iter().filter(|job| job.schedule.is_some()) {
+            let newest_exit = view.newest(&job.id, &[Kind::Exited]);
+            let last_success = match newest_exit {
+                Some(exit)
+                    if RunExit::from_words(exit.reason.as_deref().unwrap_or(""), exit.at)
+                        .succeeded() =>
+                {
+                    Some(exit.at)
+                }
+                Some(_) => store.last_success(&job.id)?,
+                None => None,
+            };
+            let first_seen = match last_success {
+                Some(_) => None,
+                None => store.first_seen(&job.id)?,
+            };
+            view.scheduled.insert(
+                job.id.clone(),
+                ScheduleRecord {
+                    last_success,
+                    first_seen,
+                },
+            );
+        }
         Ok(view)
     }
 
@@ -184,7 +224,11 @@ impl StoreView {
                 pending.sort_by(|a, b| a.requested.cmp(&b.requested).then(a.key.cmp(&b.key)));
                 pending
             },
-            started_before: self.newest(id, &[Kind::Started, Kind::Spawned]).is_some(),
+            // A recorded end shows a run as well as a start does (`mihari heartbeat --exit`
+            // reports runs started elsewhere, with no start).
+            started_before: self
+                .newest(id, &[Kind::Started, Kind::Spawned, Kind::Exited])
+                .is_some(),
             history: self.history(id, now),
         }
     }
@@ -288,6 +332,11 @@ impl StoreView {
             spawns_24h: spawned.iter().map(|e| e.at).collect(),
             broken_rules,
             last_run: self.last_run(job),
+            last_success: self
+                .scheduled
+                .get(job)
+                .and_then(|record| record.last_success),
+            first_seen: self.scheduled.get(job).and_then(|record| record.first_seen),
             paused,
             acknowledged: acknowledged.map(note),
             seen_healthy,
@@ -554,7 +603,7 @@ mod tests {
                 .run(Some(&format!("run-{job}")));
             store.append(event).expect("append");
         }
-        let view = StoreView::read(&store, now).expect("the view");
+        let view = StoreView::read(&store, &[], now).expect("the view");
         let job = |id: &str| {
             crate::config::load_str(
                 &format!(
@@ -578,7 +627,7 @@ mod tests {
         let c = view.record(&job("c"), now);
         assert!(!c.started_before);
         // A day later the spawns have aged out of their window.
-        let later = StoreView::read(&store, now + Duration::hours(25)).expect("the view");
+        let later = StoreView::read(&store, &[], now + Duration::hours(25)).expect("the view");
         assert!(
             later
                 .record(&job("a"), now + Duration::hours(25))
