@@ -194,8 +194,17 @@ fn jobs_example_yaml_loads() {
             "label_status",
             "nightly_sync",
             "docs_server",
-            "train_model"
+            "train_model",
+            "nightly_export"
         ]
+    );
+    // The job a crontab line runs: due at 02:30 local time, 45 min of grace, told overdue.
+    let nightly = &config.jobs[5];
+    let schedule = nightly.schedule.as_ref().expect("a schedule");
+    assert_eq!(schedule.grace_sec, 45 * 60);
+    assert_eq!(
+        nightly.should_run_when,
+        [mihari::config::Predicate::Overdue]
     );
     // The training run that only prints: its progress is read from its log's tqdm frames.
     assert_eq!(

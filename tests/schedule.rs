@@ -152,6 +152,29 @@ fn tool(path: &str) -> &str {
     path
 }
 
+/// `promtool check metrics` on `text`: it passes with nothing to say (no lint).
+fn assert_promtool_accepts(text: &str) {
+    use std::io::Write as _;
+    let mut promtool = Command::new(tool("/usr/bin/promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let output = promtool.wait_with_output().expect("promtool ends");
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool check metrics: {output:?}\non:\n{text}"
+    );
+}
+
 /// Debian's cron daemon, in a mount namespace of its own: its `/etc/cron.d` is a folder of
 /// this test's with one file in it, its `/etc/crontab` and spool are empty and its `/run`
 /// (where it keeps its pid file) is private, so it runs beside the machine's cron and any
@@ -300,6 +323,7 @@ fn a_cron_daemon_firing_each_minute_is_idle_between_runs_and_overdue_once_it_sto
             "{metrics}"
         );
     }
+    assert_promtool_accepts(&metrics);
 
     // The timer stops: no run comes, and each job turns overdue one period + grace after its
     // last success.
