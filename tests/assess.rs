@@ -2440,7 +2440,7 @@ fn every_20m() -> JobSpec {
 fn cron(expression: &str, zone: TimeZoneName) -> JobSpec {
     let mut job = scheduled(
         Cadence::Cron {
-            expression: Box::new(mihari::core::schedule::parse_cron(expression).expect("parses")),
+            expression: mihari::config::CronExpr::parse(expression).expect("parses"),
         },
         300,
     );
@@ -2549,6 +2549,27 @@ fn schedule_rows() -> Vec<Row> {
             bucket: Some(Bucket::Restart),
             says: "overdue: the last success was 2026-11-29 08:20:30 UTC, due at 2026-11-29 \
                    08:40:00 UTC",
+        },
+        Row {
+            name: "a due time kept from before the jobs file changed the schedule is not used",
+            job: every_20m(),
+            evidence: Evidence {
+                history: History {
+                    due_after: mihari::core::schedule::DueAfter::of(
+                        &scheduled(Cadence::Every { sec: 86_400 }, 300)
+                            .schedule
+                            .expect("a schedule"),
+                        Some(ago(1500.0)),
+                        None,
+                    )
+                    .map(std::sync::Arc::new),
+                    ..between_runs(Some(("exit 0", 1500.0)), Some(1500.0)).history
+                },
+                ..between_runs(Some(("exit 0", 1500.0)), Some(1500.0))
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last success was 2026-11-29 08:35:00 UTC, due every 20 min",
         },
         Row {
             name: "never run, first seen 30 min ago: overdue, in DISPATCH (a crontab line that \

@@ -316,9 +316,78 @@ pub enum Cadence {
     /// `every: 20m`: a run is due this many seconds after the last success ended (a timer
     /// with `OnUnitInactiveSec`, a loop with a sleep).
     Every { sec: u64 },
-    /// `cron: "*/20 * * * *"`: the five fields of crontab(5), parsed when the file was loaded
-    /// (boxed: a parsed expression is 300 bytes, and most jobs of a farm have none).
-    Cron { expression: Box<croner::Cron> },
+    /// `cron: "*/20 * * * *"`: the five fields of crontab(5), parsed when the file was loaded.
+    Cron { expression: CronExpr },
+}
+
+/// A cron expression of `schedule.cron`: the text as written, and its parse, shared by every
+/// job that writes the same text. A parse holds about 5 KB (croner keeps a bit for each year
+/// it can reach) and takes about 40 µs, so a farm of 10,000 jobs sharing a few expressions
+/// keeps a few, and loading its cached form parses a few (each job parsing its own took 50 MB
+/// and 0.4 s). Kept as its text in the cached form.
+#[derive(Debug, Clone)]
+pub struct CronExpr {
+    text: String,
+    parsed: std::sync::Arc<croner::Cron>,
+}
+
+/// The parses of this process, by text: bounded, since a reloaded jobs file may bring new
+/// texts (past the bound it starts afresh; jobs keep the parses they hold).
+static PARSED_CRONS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<croner::Cron>>>,
+> = std::sync::LazyLock::new(Default::default);
+const PARSED_CRONS_KEPT: usize = 4096;
+
+impl CronExpr {
+    /// Parses `text` (five crontab fields that can match a real day), or reuses the parse of
+    /// the same text; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<CronExpr, String> {
+        let kept = |parsed: std::sync::Arc<croner::Cron>| CronExpr {
+            text: text.to_string(),
+            parsed,
+        };
+        let mut parses = PARSED_CRONS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(parsed) = parses.get(text) {
+            return Ok(kept(parsed.clone()));
+        }
+        let parsed = std::sync::Arc::new(crate::core::schedule::parse_cron(text)?);
+        if parses.len() >= PARSED_CRONS_KEPT {
+            parses.clear();
+        }
+        parses.insert(text.to_string(), parsed.clone());
+        Ok(kept(parsed))
+    }
+
+    /// The expression as the jobs file writes it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// What croner judges times with.
+    pub fn cron(&self) -> &croner::Cron {
+        &self.parsed
+    }
+}
+
+impl PartialEq for CronExpr {
+    fn eq(&self, other: &CronExpr) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Serialize for CronExpr {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for CronExpr {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        CronExpr::parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// `progress_table.time_unit`: what one step of a numeric time column is.

@@ -465,6 +465,7 @@ fn schedule_due(
         last_success: history.last_success,
         last_exit: history.last_run.as_ref().and_then(|run| run.exit.as_ref()),
         first_seen: history.first_seen,
+        known: history.due_after.as_deref(),
     };
     Some(super::schedule::judge(schedule, runs, now))
 }

@@ -436,6 +436,11 @@ pub struct History {
     /// its first sight of every job). What a scheduled job with no success counts from. Read
     /// only for scheduled jobs with no success recorded.
     pub first_seen: Option<DateTime<Utc>>,
+    /// For a scheduled job: its first due time after what it counts from, as computed when
+    /// that last changed, so that a pass over a farm does not walk every cron expression again
+    /// while no run ended. The judgment uses it only when it was computed for this schedule and
+    /// this anchor; otherwise it computes its own.
+    pub due_after: Option<std::sync::Arc<super::schedule::DueAfter>>,
     /// The operator's pause, while the job stays paused (a `paused` newer than any `resumed`).
     pub paused: Option<OperatorNote>,
     /// The newest acknowledgement of the job's broken rules: rules older than it have ended.

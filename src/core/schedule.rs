@@ -16,6 +16,7 @@
 //! here reads a file, a process or the clock.
 
 use chrono::{DateTime, Duration, Local, TimeZone, Utc};
+use serde::Serialize;
 
 use super::evidence::RunExit;
 use crate::config::{Cadence, Schedule, TimeZoneName};
@@ -84,6 +85,37 @@ pub struct Due {
     pub words: String,
 }
 
+/// A scheduled job's first due time after what it counts from, and what it was computed for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DueAfter {
+    pub schedule: Schedule,
+    /// The end of the last success, else when mihari first saw the job.
+    pub anchor: DateTime<Utc>,
+    pub due: Result<DateTime<Utc>, String>,
+}
+
+impl DueAfter {
+    /// Computes the first due time of `schedule` after the anchor of these runs (the last
+    /// success's end, else the first sight); `None` when there is none to count from.
+    pub fn of(
+        schedule: &Schedule,
+        last_success: Option<DateTime<Utc>>,
+        first_seen: Option<DateTime<Utc>>,
+    ) -> Option<DueAfter> {
+        let anchor = last_success.or(first_seen)?;
+        Some(DueAfter {
+            schedule: schedule.clone(),
+            anchor,
+            due: next_due_after(schedule, anchor),
+        })
+    }
+
+    /// Whether this was computed for `schedule` counting from `anchor`.
+    pub fn is_for(&self, schedule: &Schedule, anchor: DateTime<Utc>) -> bool {
+        self.anchor == anchor && self.schedule == *schedule
+    }
+}
+
 /// The runs of a job that decide when it is due, as the event log holds them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Runs<'a> {
@@ -93,6 +125,9 @@ pub struct Runs<'a> {
     pub last_exit: Option<&'a RunExit>,
     /// When mihari first saw the job: what a job with no success counts from.
     pub first_seen: Option<DateTime<Utc>>,
+    /// The due time after the anchor, computed before: used when it is for this schedule and
+    /// anchor.
+    pub known: Option<&'a DueAfter>,
 }
 
 /// Judges a scheduled job at `now`: when it is due, and whether it is overdue. An error (a
@@ -136,7 +171,10 @@ pub fn judge(schedule: &Schedule, runs: Runs<'_>, now: DateTime<Utc>) -> Result<
             });
         }
     };
-    let due = next_due_after(schedule, anchor)?;
+    let due = match runs.known.filter(|known| known.is_for(schedule, anchor)) {
+        Some(known) => known.due.clone()?,
+        None => next_due_after(schedule, anchor)?,
+    };
     let by = due + grace;
     let overdue = now >= by;
     let words = match (overdue, first_seen) {
@@ -177,7 +215,7 @@ fn plan_words(schedule: &Schedule) -> String {
         Cadence::Every { sec } => format!("due every {} + {grace} grace", duration_words(*sec)),
         Cadence::Cron { expression } => format!(
             "cron '{}' in {} time + {grace} grace",
-            expression.pattern.as_str(),
+            expression.as_str(),
             match schedule.time_zone {
                 TimeZoneName::Local => "local",
                 TimeZoneName::Utc => "UTC",
@@ -201,8 +239,8 @@ pub fn next_due_after(schedule: &Schedule, anchor: DateTime<Utc>) -> Result<Date
     match &schedule.cadence {
         Cadence::Every { sec } => Ok(anchor + Duration::seconds(*sec as i64)),
         Cadence::Cron { expression } => match schedule.time_zone {
-            TimeZoneName::Utc => next_in(expression, &Utc, anchor),
-            TimeZoneName::Local => next_in(expression, &Local, anchor),
+            TimeZoneName::Utc => next_in(expression.cron(), &Utc, anchor),
+            TimeZoneName::Local => next_in(expression.cron(), &Local, anchor),
         },
     }
 }

@@ -779,7 +779,8 @@ impl Engine {
                     *seen = Arc::new(gathered);
                 }
                 // The store's part costs a few queries for every job together: always fresh.
-                view.record(job, now).apply(seen, self.store_fault.as_ref());
+                view.record(job, now)
+                    .apply(seen, job, self.store_fault.as_ref());
             }
         });
         self.look_at_holders(now);
@@ -834,7 +835,8 @@ impl Engine {
         }
         let view = self.read_store(now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            view.record(job, now).apply(seen, self.store_fault.as_ref());
+            view.record(job, now)
+                .apply(seen, job, self.store_fault.as_ref());
         }
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{Config, JobSpec};
+use crate::core::schedule::DueAfter;
 use crate::core::text::inert;
 use crate::core::{
     Evidence, HeartbeatReading, History, LastRun, Liveness, OperatorNote, PendingApproval, Reading,
@@ -40,8 +41,23 @@ impl JobRecord {
     /// Puts the store's part into `evidence`, with why the event log cannot be read (`None`
     /// when it can). A shared evidence is copied only when its part changed: an unchanged job
     /// stays one copy for the engine and every snapshot that shows it.
-    pub(super) fn apply(mut self, evidence: &mut Arc<Evidence>, unreadable: Option<&String>) {
+    pub(super) fn apply(
+        mut self,
+        evidence: &mut Arc<Evidence>,
+        job: &JobSpec,
+        unreadable: Option<&String>,
+    ) {
         self.history.unreadable = unreadable.cloned();
+        // A scheduled job's due time is walked again only when what it counts from (or its
+        // schedule) changed: a farm's pass with no run ended walks no cron expression.
+        if let Some(schedule) = &job.schedule {
+            let history = &self.history;
+            let anchor = history.last_success.or(history.first_seen);
+            self.history.due_after = match (anchor, &evidence.history.due_after) {
+                (Some(anchor), Some(kept)) if kept.is_for(schedule, anchor) => Some(kept.clone()),
+                _ => DueAfter::of(schedule, history.last_success, history.first_seen).map(Arc::new),
+            };
+        }
         if evidence.heartbeat.as_deref() == self.heartbeat.as_ref()
             && evidence.pending_approvals == self.pending
             && evidence.started_before == self.started_before
@@ -337,6 +353,8 @@ impl StoreView {
                 .get(job)
                 .and_then(|record| record.last_success),
             first_seen: self.scheduled.get(job).and_then(|record| record.first_seen),
+            // Set when the record is applied, from what the job's evidence already holds.
+            due_after: None,
             paused,
             acknowledged: acknowledged.map(note),
             seen_healthy,

@@ -22,7 +22,7 @@ use super::raw::{
     RawTimeouts, RawUser,
 };
 use crate::config::{
-    Cadence, CheckSpec, Config, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec,
+    Cadence, CheckSpec, Config, CronExpr, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec,
     ProcessUser, ProgressTable, RestartSpec, Route, Schedule, Settings, TimeUnit, TimeZoneName,
     Timeouts,
 };
@@ -818,10 +818,8 @@ fn schedule(
         (Some(every), None) => Cadence::Every {
             sec: duration(src, every, "schedule.every", the_job)?,
         },
-        (None, Some(cron)) => match crate::core::schedule::parse_cron(&cron.value) {
-            Ok(expression) => Cadence::Cron {
-                expression: Box::new(expression),
-            },
+        (None, Some(cron)) => match CronExpr::parse(&cron.value) {
+            Ok(expression) => Cadence::Cron { expression },
             Err(why) => {
                 return Err(src.refuse(
                     Pos::of(cron),
