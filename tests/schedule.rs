@@ -209,13 +209,23 @@ impl CronDaemon {
             crontab.display(),
             spool.display()
         );
-        let daemon = Command::new("unshare")
+        let said = root.path().join("cron.stderr");
+        let mut daemon = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sh", "-c", &script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(fs::File::create(&said).expect("cron's stderr"))
             .spawn()
             .expect("unshare starts cron");
+        // A daemon that cannot start (no right to make a mount namespace) says so at once.
+        thread::sleep(Duration::from_secs(1));
+        if let Ok(Some(status)) = daemon.try_wait() {
+            panic!(
+                "cron did not start in a mount namespace of its own ({status}; unshare --mount \
+                 needs root): {}",
+                fs::read_to_string(&said).unwrap_or_default()
+            );
+        }
         CronDaemon {
             daemon,
             _root: root,
