@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use mihari::config::{
-    JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, SlurmJobRef, SlurmSpec, Timeouts,
+    Cadence, JobSpec, LogProgress, Predicate, ProcessSpec, ProgressTable, Schedule, SlurmJobRef,
+    SlurmSpec, TimeZoneName, Timeouts,
 };
 use mihari::core::activity::{
     ActivityReading, ActivityState, FileProgress, OpenFile, ProcessSample, Sample, Track, judge,
@@ -57,6 +58,7 @@ fn job() -> JobSpec {
         io_progress: true,
         markers: Vec::new(),
         slurm: None,
+        schedule: None,
     }
 }
 
@@ -2785,4 +2787,450 @@ fn every_row_says_why_in_a_few_words_and_no_age() {
         assert_eq!(said, want, "{name}: {:#?}", row.reasons);
         assert!(!an_age.is_match(&said), "{name}: an age in '{said}'");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs that run on a schedule (SPEC §2 `schedule` and `overdue`, §4): idle between runs by plan,
+// overdue when a run is missed or failed.
+
+/// A job run by a crontab line or a timer, `every` or at the times of `cron`, with `grace`.
+fn scheduled(cadence: Cadence, grace_sec: u64) -> JobSpec {
+    JobSpec {
+        progress_file: None,
+        expected_total: None,
+        should_run_when: vec![Predicate::Overdue],
+        schedule: Some(Schedule {
+            cadence,
+            grace_sec,
+            time_zone: TimeZoneName::Utc,
+        }),
+        ..job()
+    }
+}
+
+fn every_20m() -> JobSpec {
+    scheduled(Cadence::Every { sec: 1200 }, 300)
+}
+
+fn cron(expression: &str, zone: TimeZoneName) -> JobSpec {
+    let mut job = scheduled(
+        Cadence::Cron {
+            expression: mihari::config::CronExpr::parse(expression).expect("parses"),
+        },
+        300,
+    );
+    if let Some(schedule) = &mut job.schedule {
+        schedule.time_zone = zone;
+    }
+    job
+}
+
+/// Between runs: no holder, its log written when the last run ended. `ended` is how the last
+/// run ended and how long ago; `success_ago` when the last success ended.
+fn between_runs(ended: Option<(&str, f64)>, success_ago: Option<f64>) -> Evidence {
+    Evidence {
+        lock: Some(Reading::Empty),
+        log: log(ended.map_or(3600.0, |(_, ago)| ago)),
+        history: History {
+            last_run: ended.map(|(words, secs)| LastRun {
+                started: None,
+                exit: Some(RunExit::from_words(words, ago(secs))),
+            }),
+            last_success: success_ago.map(ago),
+            ..History::default()
+        },
+        ..Evidence::default()
+    }
+}
+
+/// Never run: nothing recorded of it but, maybe, when mihari first saw it.
+fn never_run(first_seen_ago: Option<f64>) -> Evidence {
+    Evidence {
+        lock: Some(Reading::Empty),
+        log: Some(Reading::Empty),
+        history: History {
+            first_seen: first_seen_ago.map(ago),
+            ..History::default()
+        },
+        ..Evidence::default()
+    }
+}
+
+fn schedule_rows() -> Vec<Row> {
+    let no_lock = JobSpec {
+        lock: None,
+        ..every_20m()
+    };
+    vec![
+        Row {
+            name: "every: a run that ended ok 10 min ago is NOT_RUNNING with its next due time",
+            job: every_20m(),
+            evidence: between_runs(Some(("exit 0", 600.0)), Some(600.0)),
+            state: State::NotRunning,
+            bucket: None,
+            says: "ran 2026-11-29 08:50:00 UTC ok; next due by 2026-11-29 09:15:00 UTC (due every \
+                   20 min + 5 min grace)",
+        },
+        Row {
+            name: "every: a second before every + grace it is not overdue",
+            job: every_20m(),
+            evidence: between_runs(Some(("exit 0", 1499.0)), Some(1499.0)),
+            state: State::NotRunning,
+            bucket: None,
+            says: "next due by 2026-11-29 09:00:01 UTC",
+        },
+        Row {
+            name: "every: at every + grace it is overdue, in RESTART (a cron line that stopped \
+                   firing)",
+            job: every_20m(),
+            evidence: between_runs(Some(("exit 0", 1500.0)), Some(1500.0)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last success was 2026-11-29 08:35:00 UTC, due every 20 min + 5 \
+                   min grace",
+        },
+        Row {
+            name: "a failed last run is overdue at once, naming its exit",
+            job: every_20m(),
+            evidence: between_runs(Some(("exit 1", 60.0)), Some(600.0)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last run exited 1 at 2026-11-29 08:59:00 UTC; the last success \
+                   was 2026-11-29 08:50:00 UTC",
+        },
+        Row {
+            name: "a last run killed by a signal is overdue at once, naming the signal",
+            job: every_20m(),
+            evidence: between_runs(Some(("killed by SIGKILL", 60.0)), None),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last run was killed by SIGKILL at 2026-11-29 08:59:00 UTC; no \
+                   success is recorded",
+        },
+        Row {
+            name: "cron: between two times, due by the next time + grace",
+            job: cron("*/20 * * * *", TimeZoneName::Utc),
+            evidence: between_runs(Some(("exit 0", 1170.0)), Some(1170.0)),
+            state: State::NotRunning,
+            bucket: None,
+            says: "ran 2026-11-29 08:40:30 UTC ok; next due by 2026-11-29 09:05:00 UTC (cron \
+                   '*/20 * * * *' in UTC time + 5 min grace)",
+        },
+        Row {
+            name: "cron: a missed time stays overdue while a later time's grace runs",
+            job: cron("*/20 * * * *", TimeZoneName::Utc),
+            evidence: between_runs(Some(("exit 0", 2370.0)), Some(2370.0)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last success was 2026-11-29 08:20:30 UTC, due at 2026-11-29 \
+                   08:40:00 UTC",
+        },
+        Row {
+            name: "a due time kept from before the jobs file changed the schedule is not used",
+            job: every_20m(),
+            evidence: Evidence {
+                history: History {
+                    due_after: mihari::core::schedule::DueAfter::of(
+                        &scheduled(Cadence::Every { sec: 86_400 }, 300)
+                            .schedule
+                            .expect("a schedule"),
+                        Some(ago(1500.0)),
+                        None,
+                    )
+                    .map(std::sync::Arc::new),
+                    ..between_runs(Some(("exit 0", 1500.0)), Some(1500.0)).history
+                },
+                ..between_runs(Some(("exit 0", 1500.0)), Some(1500.0))
+            },
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Restart),
+            says: "overdue: the last success was 2026-11-29 08:35:00 UTC, due every 20 min",
+        },
+        Row {
+            name: "never run, first seen 30 min ago: overdue, in DISPATCH (a crontab line that \
+                   never fired)",
+            job: every_20m(),
+            evidence: never_run(Some(1800.0)),
+            state: State::ShouldBeRunning,
+            bucket: Some(Bucket::Dispatch),
+            says: "overdue: no run has ended with exit 0 since mihari first saw it at 2026-11-29 \
+                   08:30:00 UTC",
+        },
+        Row {
+            name: "never run, first seen 10 min ago: due one period after mihari first saw it",
+            job: every_20m(),
+            evidence: never_run(Some(600.0)),
+            state: State::NotRunning,
+            bucket: None,
+            says: "no run recorded yet; due by 2026-11-29 09:15:00 UTC",
+        },
+        Row {
+            name: "never run and never seen by a watcher: not overdue, and says why",
+            job: every_20m(),
+            evidence: never_run(None),
+            state: State::NotRunning,
+            bucket: None,
+            says: "no record of when mihari first saw it",
+        },
+        Row {
+            name: "an event log that cannot be read is UNKNOWN, never overdue",
+            job: every_20m(),
+            evidence: Evidence {
+                history: History {
+                    unreadable: Some("database disk image is malformed".into()),
+                    ..History::default()
+                },
+                ..never_run(Some(1800.0))
+            },
+            state: State::Unknown,
+            bucket: Some(Bucket::Stale),
+            says: "overdue cannot be evaluated: the event log cannot be read",
+        },
+        Row {
+            name: "a run that holds the lock past its due time is RUNNING",
+            job: every_20m(),
+            evidence: Evidence {
+                history: between_runs(Some(("exit 0", 3600.0)), Some(3600.0)).history,
+                ..alive(2.0, 2.0)
+            },
+            state: State::Running,
+            bucket: None,
+            says: "lock held by pid 4242, alive",
+        },
+        Row {
+            name: "a scheduled job that counted its whole total is not COMPLETE between runs",
+            job: JobSpec {
+                progress_file: Some(PathBuf::from("/data/out.jsonl")),
+                expected_total: Some(1200),
+                ..every_20m()
+            },
+            evidence: Evidence {
+                progress_file: progress(600.0, 1200),
+                ..between_runs(Some(("exit 0", 600.0)), Some(600.0))
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "ran 2026-11-29 08:50:00 UTC ok",
+        },
+        Row {
+            name: "overdue while its resource is busy: not due, saying both",
+            job: JobSpec {
+                should_run_when: vec![Predicate::Overdue, Predicate::ResourceFree],
+                resource_lock: Some(PathBuf::from("/run/gpu0.lock")),
+                ..every_20m()
+            },
+            evidence: Evidence {
+                resource_lock: Some(Box::new(holder(Liveness::Alive, 60.0))),
+                ..between_runs(Some(("exit 0", 3600.0)), Some(3600.0))
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "not due: resource_free is false: pid 4242 holds it, alive; though overdue",
+        },
+        Row {
+            name: "no lock declared: a fresh log written before the run reported its end is not \
+                   a run",
+            job: no_lock.clone(),
+            evidence: Evidence {
+                lock: None,
+                log: log(5.0),
+                ..between_runs(Some(("exit 0", 4.0)), Some(4.0))
+            },
+            state: State::NotRunning,
+            bucket: None,
+            says: "ran 2026-11-29 08:59:56 UTC ok",
+        },
+        Row {
+            name: "no lock declared: a log written after the last run's end is a new run",
+            job: no_lock,
+            evidence: Evidence {
+                lock: None,
+                log: log(5.0),
+                ..between_runs(Some(("exit 0", 60.0)), Some(60.0))
+            },
+            state: State::Running,
+            bucket: None,
+            says: "no lock declared; progress 5 s ago (log) counts as running",
+        },
+    ]
+}
+
+#[test]
+fn every_boundary_of_a_schedule() {
+    let mut failures = Vec::new();
+    for row in schedule_rows() {
+        let got = assess(&row.job, &row.evidence, now());
+        let first = got.reasons.first().cloned().unwrap_or_default();
+        if got.state != row.state || got.bucket != row.bucket || !first.contains(row.says) {
+            failures.push(format!(
+                "{}:\n  want {:?} {:?} saying '{}'\n  got  {:?} {:?} {:?}",
+                row.name, row.state, row.bucket, row.says, got.state, got.bucket, got.reasons
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn next_due_is_the_moment_a_scheduled_job_turns_overdue_and_none_without_a_schedule() {
+    let got = assess(
+        &every_20m(),
+        &between_runs(Some(("exit 0", 600.0)), Some(600.0)),
+        now(),
+    );
+    assert_eq!(got.next_due, Some(ago(600.0) + Duration::minutes(25)));
+    let failed = assess(
+        &every_20m(),
+        &between_runs(Some(("exit 2", 60.0)), Some(600.0)),
+        now(),
+    );
+    assert_eq!(
+        failed.next_due,
+        Some(ago(60.0)),
+        "due since the failed run ended"
+    );
+    assert_eq!(assess(&job(), &not_holding(), now()).next_due, None);
+    assert_eq!(assess(&every_20m(), &never_run(None), now()).next_due, None);
+}
+
+#[test]
+fn a_missed_run_is_told_as_a_job_the_machine_cannot_restart_unless_auto_restart_allows_it() {
+    use mihari::core::auto::AutoVerdict;
+    use mihari::core::escalate::{EscalationKind, conditions};
+    let job = JobSpec {
+        restart: Some(mihari::config::RestartSpec {
+            command: Some(vec!["/usr/local/bin/nightly".into()]),
+            cwd: None,
+            env: Default::default(),
+            routes: vec![],
+        }),
+        ..every_20m()
+    };
+    let row = assess(
+        &job,
+        &between_runs(Some(("exit 0", 3600.0)), Some(3600.0)),
+        now(),
+    );
+    assert_eq!(row.state, State::ShouldBeRunning);
+    let jobs = [job];
+    let told = conditions(
+        [&row],
+        &jobs,
+        |_| Some(AutoVerdict::NotAllowed("auto_restart is false".into())),
+        &[],
+    );
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].kind, EscalationKind::Unrestartable);
+    assert!(
+        told[0].message.contains("missed a run") && told[0].message.contains("overdue"),
+        "{}",
+        told[0].message
+    );
+    // The watcher may run it: nothing to tell until a restart of it fails.
+    let told = conditions([&row], &jobs, |_| Some(AutoVerdict::Now), &[]);
+    assert!(told.is_empty(), "{told:?}");
+    // Between runs, nothing at all.
+    let idle = assess(
+        &jobs[0],
+        &between_runs(Some(("exit 0", 60.0)), Some(60.0)),
+        now(),
+    );
+    let told = conditions(
+        [&idle],
+        &jobs,
+        |_| Some(AutoVerdict::NotAllowed("auto_restart is false".into())),
+        &[],
+    );
+    assert!(told.is_empty(), "{told:?}");
+}
+
+/// Summer time, as cron runs it, in a zone that has it: TZ=Europe/Berlin goes from 02:00 to
+/// 03:00 on 2026-03-29 and from 03:00 back to 02:00 on 2026-10-25. `time_zone: local` reads the
+/// machine's zone from TZ, so these rows run in a child test process with TZ set (this process
+/// keeps its own environment).
+#[test]
+fn summer_time_in_berlin_neither_misses_a_skipped_time_nor_runs_a_repeated_one_twice() {
+    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "schedule_rows_in_berlin",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("TZ", "Europe/Berlin")
+        .status()
+        .expect("the test binary runs again");
+    assert!(status.success(), "the rows under TZ=Europe/Berlin failed");
+}
+
+#[test]
+#[ignore = "run with TZ=Europe/Berlin by the test above"]
+fn schedule_rows_in_berlin() {
+    assert_eq!(std::env::var("TZ").as_deref(), Ok("Europe/Berlin"));
+    let at = |text: &str| -> DateTime<Utc> { text.parse().expect("an RFC 3339 time") };
+    let nightly = cron("30 2 * * *", TimeZoneName::Local);
+    // (name, last success, now, state, first reason contains)
+    let rows = [
+        (
+            "spring: 02:30 does not exist on the 29th; the day's run is due when the clock \
+             comes out of the gap, 03:00 CEST (01:00 UTC)",
+            "2026-03-28T01:30:40Z",
+            "2026-03-29T01:04:00Z",
+            State::NotRunning,
+            "next due by 2026-03-29 01:05:00 UTC",
+        ),
+        (
+            "spring: missed on the change day, it is overdue 5 min after 03:00 CEST",
+            "2026-03-28T01:30:40Z",
+            "2026-03-29T01:05:00Z",
+            State::ShouldBeRunning,
+            "due at 2026-03-29 01:00:00 UTC",
+        ),
+        (
+            "spring: the run at 03:00 CEST makes the next one due at 02:30 CEST the day after",
+            "2026-03-29T01:00:40Z",
+            "2026-03-29T12:00:00Z",
+            State::NotRunning,
+            "next due by 2026-03-30 00:35:00 UTC",
+        ),
+        (
+            "autumn: after the run at the first 02:30 (CEST), the repeated 02:30 (CET) is not \
+             due again",
+            "2026-10-25T00:30:40Z",
+            "2026-10-25T01:40:00Z",
+            State::NotRunning,
+            "next due by 2026-10-26 01:35:00 UTC",
+        ),
+        (
+            "winter: 02:30 CET is 01:30 UTC",
+            "2026-12-01T01:30:40Z",
+            "2026-12-02T01:36:00Z",
+            State::ShouldBeRunning,
+            "due at 2026-12-02 01:30:00 UTC",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, success, when, state, says) in rows {
+        let evidence = Evidence {
+            lock: Some(Reading::Empty),
+            history: History {
+                last_run: Some(LastRun {
+                    started: None,
+                    exit: Some(RunExit::from_words("exit 0", at(success))),
+                }),
+                last_success: Some(at(success)),
+                ..History::default()
+            },
+            ..Evidence::default()
+        };
+        let got = assess(&nightly, &evidence, at(when));
+        let first = got.reasons.first().cloned().unwrap_or_default();
+        if got.state != state || !first.contains(says) {
+            failures.push(format!(
+                "{name}:\n  want {state:?} saying '{says}'\n  got  {:?} {:?}",
+                got.state, got.reasons
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

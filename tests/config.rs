@@ -145,6 +145,19 @@ const REFUSALS: &[Refusal] = &[
     refusal("slurm_auto_restart_without_submit", 5, 19, "true",        "lacks slurm.submit"),
     refusal("slurm_bad_user",                  4, 41, "al ice",        "is not a user name"),
     refusal("unknown_key_in_slurm",            4, 14, "name",          "accepted keys: job_name, job_id, user, submit, requeue"),
+    // jobs that run on a schedule
+    refusal("schedule_overdue_without_schedule", 4, 23, "overdue",     "needs schedule"),
+    refusal("schedule_without_overdue",        5, 15, "{",             "add overdue to it"),
+    refusal("schedule_every_and_cron",         5, 35, "*/20 * * * *",  "keep one"),
+    refusal("schedule_neither_every_nor_cron", 5, 15, "{",             "names neither every nor cron"),
+    refusal("schedule_bad_duration",           5, 24, "20 min",        "a whole number of at least 1 and one unit, s, m, h or d"),
+    refusal("schedule_duration_without_unit",  7, 14, "300",           "'300' alone has no unit"),
+    refusal("schedule_cron_four_fields",       5, 23, "*/20 * * *",    "the five fields of a crontab line"),
+    refusal("schedule_cron_never_matches",     5, 23, "0 0 31 2 *",    "never matches a real day"),
+    refusal("schedule_without_grace",          5, 15, "{",             "lacks grace"),
+    refusal("schedule_time_zone_with_every",   5, 50, "utc",           "is read only with cron"),
+    refusal("schedule_bad_time_zone",          5, 59, "Europe/Berlin", "write one of 'local', 'utc'"),
+    refusal("unknown_key_in_schedule",         5, 39, "at",            "accepted keys: every, cron, grace, time_zone"),
 ];
 
 fn fixture(folder: &str, name: &str) -> (PathBuf, String) {

@@ -439,7 +439,8 @@ fn jobs_example_yaml_loads() {
             "nightly_sync",
             "docs_server",
             "train_model",
-            "train_llm"
+            "train_llm",
+            "nightly_export"
         ]
     );
     // The job on a Slurm cluster: no lock, no log (its StdOut is), restarted by sbatch.
@@ -454,6 +455,14 @@ fn jobs_example_yaml_loads() {
     assert_eq!(
         config.jobs[5].slurm_restart_argv(None),
         Some(vec!["sbatch".to_string(), "train.sbatch".to_string()])
+    );
+    // The job a crontab line runs: due at 02:30 local time, 45 min of grace, told overdue.
+    let nightly = &config.jobs[6];
+    let schedule = nightly.schedule.as_ref().expect("a schedule");
+    assert_eq!(schedule.grace_sec, 45 * 60);
+    assert_eq!(
+        nightly.should_run_when,
+        [mihari::config::Predicate::Overdue]
     );
     // The training run that only prints: its progress is read from its log's tqdm frames.
     assert_eq!(

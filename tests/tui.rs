@@ -71,6 +71,7 @@ fn spec(id: &str, owner: &str) -> JobSpec {
         io_progress: true,
         markers: Vec::new(),
         slurm: None,
+        schedule: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn job(i: usize) -> JobSpec {
         io_progress: true,
         markers: Vec::new(),
         slurm: None,
+        schedule: None,
     }
 }
 

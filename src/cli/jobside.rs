@@ -27,7 +27,8 @@ use crate::core::assess::fmt_secs;
 use crate::core::text::inert;
 use crate::effect::run as run_effect;
 use crate::store::{
-    Actor, Approval, ApprovalState, ClaimOutcome, Event, EventFilter, Heartbeat, Kind, Store, hex,
+    Actor, Approval, ApprovalState, ClaimOutcome, Event, EventFilter, Heartbeat, Kind, NewEvent,
+    Store, hex,
 };
 
 #[derive(Debug, Args)]
@@ -60,6 +61,12 @@ pub struct HeartbeatArgs {
     /// said on stderr): put the detail in a file and name the file in the note.
     #[arg(long)]
     pub note: Option<String>,
+    /// Records the end of a run started elsewhere (a crontab line, a timer, a CI runner) with
+    /// its exit code, as `mihari run` records its own: `cmd; mihari heartbeat JOB --exit $?`.
+    /// A failure reported while another process holds the job's lock is the run that found
+    /// the one before it still going (`flock -n`): recorded as such, not as a failed run.
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u8))]
+    pub exit: Option<u8>,
 }
 
 /// The longest `--note` kept: a note is a line in the job's detail, stored with every
@@ -344,6 +351,37 @@ pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
         Ok(store) => store,
         Err(error) => return refuse(&error.to_string()),
     };
+    let at = Utc::now();
+    if let Some(code) = args.exit {
+        // The end first: with `--exit` alone nothing else is recorded (an end is no progress).
+        let event = match code {
+            0 => NewEvent::new(Kind::Exited).reason("exit 0"),
+            code => match busy_holder(&config, &args.job) {
+                Some(holder) => {
+                    eprintln!(
+                        "mihari: job '{}': exit {code} reported while {holder} holds its lock: \
+                         this run found the one before it still going (flock -n), so it is \
+                         recorded as a run that did not start, not as a failed run",
+                        args.job
+                    );
+                    NewEvent::new(Kind::Duplicate).reason(format!(
+                        "exit {code} reported while {holder} holds the lock: not a run's end"
+                    ))
+                }
+                None => NewEvent::new(Kind::Exited).reason(format!("exit {code}")),
+            },
+        };
+        if let Err(error) = store.append_at(event.job(&args.job), at) {
+            return refuse(&format!("the run's end was not recorded: {error}"));
+        }
+        let only_the_end = args.done.is_none()
+            && args.total.is_none()
+            && args.position.is_none()
+            && args.note.is_none();
+        if only_the_end {
+            return ExitCode::SUCCESS;
+        }
+    }
     let kept = |flag: &str, text: Option<&str>, max: usize| {
         let (text, cut) = bounded(&inert(text?), max);
         if cut {
@@ -358,7 +396,7 @@ pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
         position: kept("--position", args.position.as_deref(), POSITION_MAX_BYTES),
         note: kept("--note", args.note.as_deref(), NOTE_MAX_BYTES),
         job: args.job,
-        at: Utc::now(),
+        at,
         done: args.done,
         total: args.total,
     };
@@ -366,6 +404,34 @@ pub fn heartbeat(config: Option<&Path>, args: HeartbeatArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => refuse(&format!("the heartbeat was not recorded: {error}")),
     }
+}
+
+/// The live process holding `job`'s lock, in words ("pid 4242"), when it is neither this
+/// process nor one of its ancestors: a run reported from outside the lock while another holds
+/// it. `None` when the job declares no lock, nobody holds it, or it cannot be told (then the
+/// end is recorded as reported).
+fn busy_holder(config: &crate::config::Config, job: &str) -> Option<String> {
+    let lock = config.jobs.iter().find(|j| j.id == job)?.lock.as_deref()?;
+    let holder = match crate::probe::lock::read_lock_as(lock, crate::probe::safe_open::Role::Lock) {
+        crate::core::Reading::Found(holder) => holder,
+        _ => return None,
+    };
+    let pid = holder
+        .pid
+        .filter(|_| holder.liveness == crate::core::Liveness::Alive)?;
+    // This process and its ancestors: a heartbeat sent from inside the lock (`flock -n LOCK
+    // sh -c 'cmd; mihari heartbeat JOB --exit $?'`) ends the run that holds it.
+    let mut ancestor = std::process::id();
+    for _ in 0..64 {
+        if ancestor == pid {
+            return None;
+        }
+        match crate::probe::proc::lookup(ancestor) {
+            crate::probe::proc::ProcLookup::Running(stat) if stat.ppid > 0 => ancestor = stat.ppid,
+            _ => break,
+        }
+    }
+    Some(format!("pid {pid}"))
 }
 
 /// Exit code of `approval request` for an approved step.

@@ -181,6 +181,10 @@ pub struct Assessment {
     /// The Slurm job that holds it (or last held it), as Slurm listed it, for a job declared
     /// with `slurm:`: its id, state, reason and exit in the row, the detail and `check --json`.
     pub slurm: Option<super::evidence::SlurmJob>,
+    /// For a job with a `schedule`: the moment it is overdue unless a run ends with exit 0
+    /// before it (`check --json`'s `next_due`); in the past once it is overdue. `None` without
+    /// a schedule, or when it cannot be told (the event log cannot be read).
+    pub next_due: Option<DateTime<Utc>>,
 }
 
 /// Judges one job. `now` is the moment of judgment; the evidence was gathered just before it.
@@ -231,6 +235,13 @@ pub fn assess_sampled(
                 .map(|at| (seconds_between(at, now), ProgressSource::HolderStart))
         });
     let count = Count::of(job, evidence, &done);
+    // A scheduled job's due time, once per judgment: the overdue predicate, the words and
+    // `next_due` all read this one.
+    let due = schedule_due(job, evidence, now);
+    // A job with no holder declared whose last run reported its end after its freshest
+    // progress is not running, however fresh that progress is (a cron line's log, written a
+    // moment before its `mihari heartbeat --exit`).
+    let ended = run_ended_after(evidence, progress.newest.map(|(at, _)| at));
 
     let judged = if let Some(Reading::Fault(error)) = &evidence.lock {
         reasons.push(format!(
@@ -264,6 +275,7 @@ pub fn assess_sampled(
         // Complete comes first: fresh progress of a job that has counted its whole total is
         // the end of its work, not a run.
         && !count.is_whole()
+        && !ended
     {
         reasons.push(format!(
             "no lock declared; progress {} ago ({}) counts as running",
@@ -273,12 +285,13 @@ pub fn assess_sampled(
         State::Running
     } else if job.lock.is_none()
         && job.process.is_none()
+        && !ended
         && let Some(doubt) = progress.doubt_words(job, age_sec.map(|(age, _)| age))
     {
         reasons.push(format!("no lock declared; {doubt}"));
         State::Unknown
     } else {
-        judge_not_holding(job, evidence, &done, &count, &mut reasons)
+        judge_not_holding(job, evidence, &done, &count, due.as_ref(), &mut reasons)
     };
     // What the kernel says of a live holder (what moves, or what it does while quiet) belongs
     // to the reason that says it is alive: the row, the digest and the detail all show it.
@@ -487,7 +500,44 @@ pub fn assess_sampled(
             .as_deref()
             .and_then(|reading| reading.found())
             .cloned(),
+        next_due: due.and_then(Result::ok).and_then(|due| due.by),
     }
+}
+
+/// When a job with a `schedule` is due, judged at `now` from the runs its event log holds;
+/// `None` without a schedule. An event log that cannot be read is an error: its runs are not
+/// known, and a job is never called overdue (or not) on what could not be read.
+fn schedule_due(
+    job: &JobSpec,
+    evidence: &Evidence,
+    now: DateTime<Utc>,
+) -> Option<Result<super::schedule::Due, String>> {
+    let schedule = job.schedule.as_ref()?;
+    let history = &evidence.history;
+    if let Some(why) = &history.unreadable {
+        return Some(Err(format!("the event log cannot be read: {why}")));
+    }
+    let runs = super::schedule::Runs {
+        last_success: history.last_success,
+        last_exit: history.last_run.as_ref().and_then(|run| run.exit.as_ref()),
+        first_seen: history.first_seen,
+        known: history.due_after.as_deref(),
+    };
+    Some(super::schedule::judge(schedule, runs, now))
+}
+
+/// Whether the last recorded run ended at or after `newest` (the freshest progress reading,
+/// to the second: an end reported with its heartbeat carries the heartbeat's time).
+fn run_ended_after(evidence: &Evidence, newest: Option<DateTime<Utc>>) -> bool {
+    let Some(exit) = evidence
+        .history
+        .last_run
+        .as_ref()
+        .and_then(|run| run.exit.as_ref())
+    else {
+        return false;
+    };
+    newest.is_some_and(|at| exit.at + chrono::Duration::seconds(1) >= at)
 }
 
 /// The live holder of `job` (its PID and start ticks) and how old its freshest progress is
@@ -1035,13 +1085,25 @@ fn judge_not_holding(
     evidence: &Evidence,
     done: &Done,
     count: &Count,
+    due: Option<&Result<super::schedule::Due, String>>,
     reasons: &mut Vec<String>,
 ) -> State {
     let mut held = Vec::new();
     let mut failed = Vec::new();
     let mut undecidable = Vec::new();
     for predicate in &job.should_run_when {
-        match evaluate(*predicate, job, evidence, done) {
+        // A scheduled job's own words come first ("overdue: the last success was ...").
+        if *predicate == Predicate::Overdue
+            && let Some(Ok(due)) = due
+        {
+            if due.overdue {
+                held.insert(0, due.words.clone());
+            } else {
+                failed.insert(0, due.words.clone());
+            }
+            continue;
+        }
+        match evaluate(*predicate, job, evidence, done, due) {
             Verdict::Holds(why) => held.push(format!("{} ({why})", predicate.as_str())),
             Verdict::Fails(why) => failed.push(format!("{} is false: {why}", predicate.as_str())),
             Verdict::Undecidable(why) => {
@@ -1085,8 +1147,22 @@ fn judge_not_holding(
         ));
         State::Unknown
     } else if failed.is_empty() {
-        reasons.push(format!("not running, but should: {}", held.join(" and ")));
+        match job.schedule {
+            // "overdue: the last success was 12:00, due every 20 min + 5 min grace", and any
+            // other predicate that holds beside it.
+            Some(_) => reasons.push(held.join(" and ")),
+            None => reasons.push(format!("not running, but should: {}", held.join(" and "))),
+        }
         State::ShouldBeRunning
+    } else if job.schedule.is_some() {
+        // Idle between its runs by plan: never COMPLETE, whatever it counted, since it runs
+        // again at its next due time ("ran 12:00 ok; next due by 12:25").
+        let mut words = failed.join("; ");
+        if !held.is_empty() {
+            words = format!("not due: {words}; though {}", held.join(" and "));
+        }
+        reasons.push(words);
+        State::NotRunning
     } else if complete {
         match succeeded {
             Some(exit) if !counted_complete => reasons.push(format!(
@@ -1120,8 +1196,20 @@ pub(super) enum Verdict {
     Undecidable(String),
 }
 
-fn evaluate(predicate: Predicate, job: &JobSpec, evidence: &Evidence, done: &Done) -> Verdict {
+fn evaluate(
+    predicate: Predicate,
+    job: &JobSpec,
+    evidence: &Evidence,
+    done: &Done,
+    due: Option<&Result<super::schedule::Due, String>>,
+) -> Verdict {
     match predicate {
+        Predicate::Overdue => match due {
+            Some(Ok(due)) if due.overdue => Verdict::Holds(due.words.clone()),
+            Some(Ok(due)) => Verdict::Fails(due.words.clone()),
+            Some(Err(why)) => Verdict::Undecidable(why.clone()),
+            None => Verdict::Undecidable("no schedule is declared".to_string()),
+        },
         Predicate::NotComplete => match (done, expected_total(job, evidence)) {
             (Done::Fault(error), _) => Verdict::Undecidable(error.clone()),
             (_, None) if let Some((figure, fell)) = fallen(evidence) => {

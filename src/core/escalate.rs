@@ -3,7 +3,8 @@
 //! Four kinds: something only a human can move (a restart needed but not allowed); an
 //! irreversible step about to happen (a job asking approval to delete, publish, send...);
 //! a rule found broken (a failing check, the daily cap spent, a duplicate spawn, no watcher);
-//! a job stopped that the machine cannot restart. Everything else waits for the daily digest.
+//! a job stopped that the machine cannot restart (a scheduled job that missed its run, unless
+//! `auto_restart` lets the watcher run it). Everything else waits for the daily digest.
 //! A condition is escalated once per episode: it starts when the job enters the condition and
 //! ends when the job leaves it. A paused job escalates nothing. Pure: this module lists the
 //! conditions that hold now; the watcher and the dashboard remember which were already told.
@@ -123,8 +124,23 @@ pub fn conditions<'a>(
                 format!("{}: {first}{more}", row.id),
             );
         }
-        if super::decision::needs_restart(row) {
+        // A scheduled job that missed its run (or whose last run failed) has stopped, and what
+        // would run it again is not the machine's: kind 4, unless auto_restart lets the
+        // watcher run it (then a restart that fails is a broken rule, as for any job).
+        let missed = row.state == super::assess::State::ShouldBeRunning && row.next_due.is_some();
+        if super::decision::needs_restart(row) || missed {
             match verdict(&row.id) {
+                Some(AutoVerdict::NotAllowed(why)) if missed => add(
+                    &mut found,
+                    EscalationKind::Unrestartable,
+                    format!(
+                        "{} missed a run and the machine may not run it: {}; {why} (mihari \
+                         restart {}, or look at what starts it: its crontab line, its timer)",
+                        row.id,
+                        row.reasons.first().map_or("overdue", String::as_str),
+                        row.id
+                    ),
+                ),
                 Some(AutoVerdict::NotAllowed(why)) => add(
                     &mut found,
                     EscalationKind::HumanOnly,

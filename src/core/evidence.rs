@@ -472,6 +472,19 @@ pub struct History {
     pub broken_rules: Vec<String>,
     /// The last run `mihari run` recorded for this job: the basis of `not_succeeded`.
     pub last_run: Option<LastRun>,
+    /// The end of the newest run that exited 0 (by `mihari run`, or reported by `mihari
+    /// heartbeat --exit 0`): what a scheduled job's next due time counts from. Read only for
+    /// jobs with a `schedule`.
+    pub last_success: Option<DateTime<Utc>>,
+    /// When mihari first saw the job: its oldest event in the event log (a watcher records
+    /// its first sight of every job). What a scheduled job with no success counts from. Read
+    /// only for scheduled jobs with no success recorded.
+    pub first_seen: Option<DateTime<Utc>>,
+    /// For a scheduled job: its first due time after what it counts from, as computed when
+    /// that last changed, so that a pass over a farm does not walk every cron expression again
+    /// while no run ended. The judgment uses it only when it was computed for this schedule and
+    /// this anchor; otherwise it computes its own.
+    pub due_after: Option<std::sync::Arc<super::schedule::DueAfter>>,
     /// The operator's pause, while the job stays paused (a `paused` newer than any `resumed`).
     pub paused: Option<OperatorNote>,
     /// The newest acknowledgement of the job's broken rules: rules older than it have ended.

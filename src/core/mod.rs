@@ -13,6 +13,7 @@ pub mod escalate;
 pub mod evidence;
 pub mod marker;
 pub mod order;
+pub mod schedule;
 pub mod slurm;
 pub mod text;
 pub mod times;

@@ -794,7 +794,8 @@ impl Engine {
                     *seen = Arc::new(gathered);
                 }
                 // The store's part costs a few queries for every job together: always fresh.
-                view.record(job, now).apply(seen, self.store_fault.as_ref());
+                view.record(job, now)
+                    .apply(seen, job, self.store_fault.as_ref());
             }
         });
         self.look_at_holders(now);
@@ -849,7 +850,8 @@ impl Engine {
         }
         let view = self.read_store(now);
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
-            view.record(job, now).apply(seen, self.store_fault.as_ref());
+            view.record(job, now)
+                .apply(seen, job, self.store_fault.as_ref());
         }
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
@@ -907,7 +909,7 @@ impl Engine {
             };
             return record::StoreView::default();
         };
-        let read = record::StoreView::read(store, now).and_then(|view| {
+        let read = record::StoreView::read(store, &self.config.jobs, now).and_then(|view| {
             Ok((
                 view,
                 record::watcher_status(Some(store), &self.config, now)?,
@@ -1524,7 +1526,7 @@ impl Engine {
     }
 
     /// The next moment a verdict can change by time alone: a running job's stall deadline,
-    /// or a check falling due. `None` when nothing changes until something happens.
+    /// a scheduled job's due time passing, or a check falling due. `None` when nothing changes until something happens.
     pub fn next_deadline(&self, snapshot: &Snapshot) -> Option<DateTime<Utc>> {
         let mut next: Option<DateTime<Utc>> = None;
         let checks_full = self.checks_out.len() >= checks::in_flight_limit();
@@ -1560,6 +1562,11 @@ impl Engine {
                 let at =
                     snapshot.generated_at + Duration::milliseconds(left_ms.max(0.0) as i64 + 1);
                 consider(at);
+            }
+            // A scheduled job turns overdue by time alone, the moment its grace ends: the
+            // watcher wakes then, with no polling in between.
+            if let Some(due) = row.next_due {
+                consider(due + Duration::milliseconds(1));
             }
             // A live holder is looked at again when its look is due; one not looked at yet,
             // once its other progress has been quiet for half of stall_sec.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{Config, JobSpec};
+use crate::core::schedule::DueAfter;
 use crate::core::text::inert;
 use crate::core::{
     Evidence, HeartbeatReading, History, LastRun, Liveness, OperatorNote, PendingApproval, Reading,
@@ -40,8 +41,23 @@ impl JobRecord {
     /// Puts the store's part into `evidence`, with why the event log cannot be read (`None`
     /// when it can). A shared evidence is copied only when its part changed: an unchanged job
     /// stays one copy for the engine and every snapshot that shows it.
-    pub(super) fn apply(mut self, evidence: &mut Arc<Evidence>, unreadable: Option<&String>) {
+    pub(super) fn apply(
+        mut self,
+        evidence: &mut Arc<Evidence>,
+        job: &JobSpec,
+        unreadable: Option<&String>,
+    ) {
         self.history.unreadable = unreadable.cloned();
+        // A scheduled job's due time is walked again only when what it counts from (or its
+        // schedule) changed: a farm's pass with no run ended walks no cron expression.
+        if let Some(schedule) = &job.schedule {
+            let history = &self.history;
+            let anchor = history.last_success.or(history.first_seen);
+            self.history.due_after = match (anchor, &evidence.history.due_after) {
+                (Some(anchor), Some(kept)) if kept.is_for(schedule, anchor) => Some(kept.clone()),
+                _ => DueAfter::of(schedule, history.last_success, history.first_seen).map(Arc::new),
+            };
+        }
         if evidence.heartbeat.as_deref() == self.heartbeat.as_ref()
             && evidence.pending_approvals == self.pending
             && evidence.started_before == self.started_before
@@ -92,12 +108,25 @@ pub(super) struct StoreView {
     failures: HashMap<String, u64>,
     /// Spawns of each job ever recorded.
     spawn_counts: HashMap<String, u64>,
+    /// For each scheduled job, the end of its last success and when mihari first saw it.
+    scheduled: HashMap<String, ScheduleRecord>,
+}
+
+/// What a scheduled job's due time counts from, as the event log says.
+#[derive(Default, Clone, Copy)]
+struct ScheduleRecord {
+    last_success: Option<DateTime<Utc>>,
+    first_seen: Option<DateTime<Utc>>,
 }
 
 impl StoreView {
     /// Reads the view as of `now`. A read that fails fails the whole view: a damaged or
     /// unreadable store is a fault to show, never "nothing there".
-    pub(super) fn read(store: &Store, now: DateTime<Utc>) -> Result<StoreView, StoreError> {
+    pub(super) fn read(
+        store: &Store,
+        jobs: &[JobSpec],
+        now: DateTime<Utc>,
+    ) -> Result<StoreView, StoreError> {
         let day_ago = now - Duration::hours(24);
         let mut view = StoreView::default();
         for event in store.newest_per_job(&NEWEST_KINDS)? {
@@ -140,6 +169,33 @@ impl StoreView {
             .into_iter()
             .collect();
         view.spawn_counts = store.spawn_counts()?.into_iter().collect();
+        // Only scheduled jobs ask, and only what the newest end does not say already: a job
+        // whose last run succeeded needs no query, and one with a success never asks when it
+        // was first seen. A farm of scheduled jobs that succeed costs nothing more.
+        for job in jobs.iter().filter(|job| job.schedule.is_some()) {
+            let newest_exit = view.newest(&job.id, &[Kind::Exited]);
+            let last_success = match newest_exit {
+                Some(exit)
+                    if RunExit::from_words(exit.reason.as_deref().unwrap_or(""), exit.at)
+                        .succeeded() =>
+                {
+                    Some(exit.at)
+                }
+                Some(_) => store.last_success(&job.id)?,
+                None => None,
+            };
+            let first_seen = match last_success {
+                Some(_) => None,
+                None => store.first_seen(&job.id)?,
+            };
+            view.scheduled.insert(
+                job.id.clone(),
+                ScheduleRecord {
+                    last_success,
+                    first_seen,
+                },
+            );
+        }
         Ok(view)
     }
 
@@ -184,7 +240,11 @@ impl StoreView {
                 pending.sort_by(|a, b| a.requested.cmp(&b.requested).then(a.key.cmp(&b.key)));
                 pending
             },
-            started_before: self.newest(id, &[Kind::Started, Kind::Spawned]).is_some(),
+            // A recorded end shows a run as well as a start does (`mihari heartbeat --exit`
+            // reports runs started elsewhere, with no start).
+            started_before: self
+                .newest(id, &[Kind::Started, Kind::Spawned, Kind::Exited])
+                .is_some(),
             history: self.history(id, now),
         }
     }
@@ -288,6 +348,13 @@ impl StoreView {
             spawns_24h: spawned.iter().map(|e| e.at).collect(),
             broken_rules,
             last_run: self.last_run(job),
+            last_success: self
+                .scheduled
+                .get(job)
+                .and_then(|record| record.last_success),
+            first_seen: self.scheduled.get(job).and_then(|record| record.first_seen),
+            // Set when the record is applied, from what the job's evidence already holds.
+            due_after: None,
             paused,
             acknowledged: acknowledged.map(note),
             seen_healthy,
@@ -565,7 +632,7 @@ mod tests {
                 .run(Some(&format!("run-{job}")));
             store.append(event).expect("append");
         }
-        let view = StoreView::read(&store, now).expect("the view");
+        let view = StoreView::read(&store, &[], now).expect("the view");
         let job = |id: &str| {
             crate::config::load_str(
                 &format!(
@@ -589,7 +656,7 @@ mod tests {
         let c = view.record(&job("c"), now);
         assert!(!c.started_before);
         // A day later the spawns have aged out of their window.
-        let later = StoreView::read(&store, now + Duration::hours(25)).expect("the view");
+        let later = StoreView::read(&store, &[], now + Duration::hours(25)).expect("the view");
         assert!(
             later
                 .record(&job("a"), now + Duration::hours(25))

@@ -112,6 +112,10 @@ struct JsonJob<'a> {
     phase: Option<String>,
     /// How the last run `mihari run` recorded ended; null when none has ended.
     last_exit: Option<JsonExit>,
+    /// For a job with a `schedule`: the moment it is overdue unless a run ends with exit 0
+    /// first (its due time plus grace); in the past while it is overdue. Null without a
+    /// schedule.
+    next_due: Option<String>,
     /// Who paused the job, when and why; null when it is not paused.
     paused: Option<JsonNote>,
     reasons: Vec<String>,
@@ -356,6 +360,9 @@ fn json_job(row: &Assessment, now: chrono::DateTime<Utc>) -> JsonJob<'_> {
             signal: exit.signal.as_deref().map(inert),
             ended_as: exit.ended_as.as_deref().map(inert),
         }),
+        next_due: row
+            .next_due
+            .map(|at| at.to_rfc3339_opts(SecondsFormat::Millis, true)),
         paused: row.paused.as_ref().map(|pause| JsonNote {
             by: inert(&pause.by),
             at: pause.at.to_rfc3339_opts(SecondsFormat::Millis, true),

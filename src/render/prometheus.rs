@@ -202,6 +202,25 @@ pub fn exposition(snapshot: &Snapshot, jobs: &[JobSpec], writer: Writer) -> Stri
 
     family(
         t,
+        "mihari_job_next_due_timestamp_seconds",
+        "gauge",
+        "For a job with a schedule: when it is overdue unless a run ends with exit 0 first (its \
+         due time plus grace, Unix time); in the past while it is overdue. No series without a \
+         schedule.",
+    );
+    for row in &rows {
+        if let Some(due) = row.next_due {
+            let _ = writeln!(
+                t,
+                "mihari_job_next_due_timestamp_seconds{{job_id=\"{}\"}} {}",
+                label(&row.id),
+                number(unix_seconds(due))
+            );
+        }
+    }
+
+    family(
+        t,
         "mihari_job_done_items",
         "gauge",
         "Items done, from the job's countable sources.",

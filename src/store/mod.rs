@@ -972,6 +972,33 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The end of the newest run of `job` that exited 0: an `exited` event whose reason is
+    /// `exit 0` (with what `mihari run` adds after a ';'). Walks back from the newest end, so it
+    /// costs the failures since the last success, never the whole log.
+    pub fn last_success(&self, job: &str) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT at_ms FROM events WHERE job = ?1 AND kind = 'exited' \
+                 AND (reason = 'exit 0' OR reason LIKE 'exit 0;%') ORDER BY id DESC LIMIT 1",
+                params![job],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(at.map(from_ms))
+    }
+
+    /// When the event log first names `job` (its oldest event of any kind): when mihari first
+    /// saw it.
+    pub fn first_seen(&self, job: &str) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<i64> = self.conn.query_row(
+            "SELECT min(at_ms) FROM events WHERE job = ?1",
+            params![job],
+            |row| row.get(0),
+        )?;
+        Ok(at.map(from_ms))
+    }
+
     /// Every approval request of `job` as (asked, answered) times.
     pub fn approval_waits(&self, job: &str) -> Result<Vec<ApprovalWait>> {
         let mut statement = self

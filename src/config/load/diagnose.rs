@@ -248,6 +248,8 @@ fn mapping_name(accepted: &[&str]) -> &'static str {
         "in log_progress"
     } else if has("cmdline") {
         "in process"
+    } else if has("grace") {
+        "in schedule"
     } else if accepted == ["name", "command"] {
         "in a route"
     } else {

@@ -93,6 +93,7 @@ pub(super) struct RawJob {
     pub markers: Option<Vec<Spanned<RawMarker>>>,
     pub io_progress: Option<Spanned<bool>>,
     pub slurm: Option<Box<Spanned<RawSlurm>>>,
+    pub schedule: Option<Box<Spanned<RawSchedule>>>,
 }
 
 /// `slurm:` — the Slurm job that holds the job.
@@ -105,6 +106,65 @@ pub(super) struct RawSlurm {
     #[serde(default, deserialize_with = "given")]
     pub submit: Given<Argv>,
     pub requeue: Option<Spanned<bool>>,
+}
+
+/// `schedule:` — every or cron, and grace.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSchedule {
+    pub every: Option<Spanned<RawDuration>>,
+    pub cron: Option<Spanned<String>>,
+    pub grace: Option<Spanned<RawDuration>>,
+    pub time_zone: Option<Spanned<String>>,
+}
+
+/// A duration as written (`30s`, `20m`, `1h`, `1d`), kept as text: a bare number, a float or a
+/// boolean is kept too, so that `validate` can refuse it with its position and the forms
+/// that are accepted.
+pub(super) struct RawDuration(pub String);
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}
+
+struct DurationVisitor;
+
+impl<'de> Visitor<'de> for DurationVisitor {
+    type Value = RawDuration;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a duration like 30s, 20m, 1h or 1d")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawDuration, E> {
+        Ok(RawDuration(value.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawDuration, E> {
+        Ok(RawDuration(value.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawDuration, E> {
+        Ok(RawDuration(value.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawDuration, E> {
+        Ok(RawDuration(value.to_string()))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawDuration, E> {
+        Ok(RawDuration(value.to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RawDuration, E> {
+        Ok(RawDuration(String::new()))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RawDuration, E> {
+        Ok(RawDuration(String::new()))
+    }
 }
 
 /// One of `markers:`.

@@ -17,13 +17,14 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::diagnose::{Pos, Source, quote};
 use super::raw::{
-    Argv, EnvMap, Given, RawCheck, RawFile, RawJob, RawLogProgress, RawMarker, RawProcess,
-    RawProgressTable, RawRestart, RawRoute, RawSettings, RawSlurm, RawStall, RawTimeouts, RawUser,
+    Argv, EnvMap, Given, RawCheck, RawDuration, RawFile, RawJob, RawLogProgress, RawMarker,
+    RawProcess, RawProgressTable, RawRestart, RawRoute, RawSchedule, RawSettings, RawSlurm,
+    RawStall, RawTimeouts, RawUser,
 };
 use crate::config::{
-    CheckSpec, Config, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec, ProcessUser,
-    ProgressTable, RestartSpec, Route, Settings, SlurmJobRef, SlurmRestart, SlurmSpec, TimeUnit,
-    TimeZoneName, Timeouts,
+    Cadence, CheckSpec, Config, CronExpr, JobSpec, LogProgress, MarkerSpec, Predicate, ProcessSpec,
+    ProcessUser, ProgressTable, RestartSpec, Route, Schedule, Settings, SlurmJobRef, SlurmRestart,
+    SlurmSpec, TimeUnit, TimeZoneName, Timeouts,
 };
 use crate::core::text::is_inert;
 
@@ -36,10 +37,11 @@ const DEFAULT_CHECK_EVERY_SEC: u64 = 300;
 const DEFAULT_CHECK_TIMEOUT_SEC: u64 = 30;
 
 /// The predicates `should_run_when` accepts, as spelt in the file.
-const PREDICATES: [Predicate; 3] = [
+const PREDICATES: [Predicate; 4] = [
     Predicate::NotComplete,
     Predicate::ResourceFree,
     Predicate::NotSucceeded,
+    Predicate::Overdue,
 ];
 /// The keys that give a job evidence of progress. Heartbeats arrive at run time and cannot
 /// be declared in the file, so a job must name at least one of these.
@@ -542,6 +544,11 @@ fn job(
         .log_progress
         .map(|given| log_progress(*given, src, &the_job, log.is_some() || slurm.is_some()))
         .transpose()?;
+    let at_schedule = raw.schedule.as_deref().map(Pos::of);
+    let schedule = raw
+        .schedule
+        .map(|given| schedule(*given, src, &the_job))
+        .transpose()?;
 
     let (stall_sec, stall_never) = match &raw.stall_sec {
         Some(stall) => match stall.value {
@@ -611,9 +618,11 @@ fn job(
         || (holder_declared && io_progress)
         || slurm.is_some();
     // With the stall judgement off (`stall_sec: never`), a service is watched by its holder
-    // alone: no progress is asked of it, so none need be declared.
+    // alone: no progress is asked of it, so none need be declared. A scheduled job's evidence
+    // is the ends of its runs (`mihari run`, `mihari heartbeat --exit`): a cron line that
+    // reports them needs nothing more.
     let watched_by_holder = stall_never && holder_declared;
-    if !has_progress_source && !watched_by_holder {
+    if !has_progress_source && !watched_by_holder && schedule.is_none() {
         let io_words = match &raw.io_progress {
             Some(flag) if holder_declared => format!(
                 " (io_progress {} turns off the positions of the files its holder has open, \
@@ -688,6 +697,20 @@ fn job(
             }
             // The event log says whether the last run succeeded: nothing to count is needed.
             Predicate::NotSucceeded => {}
+            Predicate::Overdue => {
+                if schedule.is_none() {
+                    return Err(src.refuse(
+                        *at,
+                        format!(
+                            "should_run_when {} of {the_job} needs schedule, when its runs are \
+                             due: add schedule: {{ every: 20m, grace: 5m }} (due so long after \
+                             the last success) or schedule: {{ cron: \"*/20 * * * *\", grace: \
+                             5m }} (the times of its crontab line)",
+                            quote(predicate.as_str())
+                        ),
+                    ));
+                }
+            }
             Predicate::ResourceFree => {
                 if resource_lock.is_none() && lock.is_none() && process.is_none() && slurm.is_none()
                 {
@@ -704,6 +727,25 @@ fn job(
                 }
             }
         }
+    }
+
+    // A schedule says when the job should run: without `overdue` nothing would read it, and a
+    // missed run would go untold (with not_succeeded alone, a cron job's first success would
+    // read COMPLETE for ever).
+    if let Some(at) = at_schedule
+        && !should_run_when
+            .iter()
+            .any(|(predicate, _)| *predicate == Predicate::Overdue)
+    {
+        return Err(src.refuse(
+            at,
+            format!(
+                "schedule of {the_job} (at {}) is not used by its should_run_when: add overdue \
+                 to it (should_run_when: [overdue]) so that a missed or failed run is told, or \
+                 remove schedule",
+                src.quote_at(at)
+            ),
+        ));
     }
 
     let restart = raw
@@ -796,7 +838,121 @@ fn job(
         markers,
         io_progress,
         slurm: slurm.map(|(spec, _)| spec),
+        schedule,
     })
+}
+
+/// `schedule:` — `every` or `cron` (one of the two), `grace`, and the zone a cron expression
+/// is read in.
+fn schedule(
+    raw: Spanned<RawSchedule>,
+    src: &Source<'_>,
+    the_job: &str,
+) -> Result<Schedule, ConfigError> {
+    let at = Pos::of(&raw);
+    let raw = raw.value;
+    let cadence = match (&raw.every, &raw.cron) {
+        (Some(_), Some(cron)) => {
+            return Err(src.refuse(
+                Pos::of(cron),
+                format!(
+                    "schedule of {the_job} has both every and cron ({}): keep one: every for a \
+                     run due so long after the last success, cron for runs at set times",
+                    quote(&cron.value)
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(src.refuse(
+                at,
+                format!(
+                    "schedule of {the_job} (at {}) names neither every nor cron: add every: 20m \
+                     (due so long after the last success) or cron: \"*/20 * * * *\" (the five \
+                     fields of its crontab line)",
+                    src.quote_at(at)
+                ),
+            ));
+        }
+        (Some(every), None) => Cadence::Every {
+            sec: duration(src, every, "schedule.every", the_job)?,
+        },
+        (None, Some(cron)) => match CronExpr::parse(&cron.value) {
+            Ok(expression) => Cadence::Cron { expression },
+            Err(why) => {
+                return Err(src.refuse(
+                    Pos::of(cron),
+                    format!(
+                        "schedule.cron {} of {the_job} is not accepted: {why}; write the five \
+                         fields of a crontab line (minute hour day-of-month month day-of-week), \
+                         like \"*/20 * * * *\" or \"30 2 * * 1-5\"",
+                        quote(&cron.value)
+                    ),
+                ));
+            }
+        },
+    };
+    let Some(grace) = &raw.grace else {
+        return Err(src.refuse(
+            at,
+            format!(
+                "schedule of {the_job} (at {}) lacks grace: how late after its due time a run \
+                 may end with exit 0 before the job is overdue (the run's usual length and some \
+                 slack), like grace: 5m",
+                src.quote_at(at)
+            ),
+        ));
+    };
+    let grace_sec = duration(src, grace, "schedule.grace", the_job)?;
+    let time_zone = one_of(
+        src,
+        &raw.time_zone,
+        "schedule.time_zone",
+        &TimeZoneName::ALL.map(|zone| (zone.as_str(), zone)),
+        "the zone the cron expression's hours are read in: 'local' is the machine's (TZ, \
+         /etc/localtime), as cron reads them",
+    )?;
+    if let (Some(zone), Cadence::Every { .. }) = (&raw.time_zone, &cadence) {
+        return Err(src.refuse(
+            Pos::of(zone),
+            format!(
+                "schedule.time_zone {} of {the_job} is read only with cron: every counts from \
+                 the end of the last success, in no zone; remove time_zone",
+                quote(&zone.value)
+            ),
+        ));
+    }
+    Ok(Schedule {
+        cadence,
+        grace_sec,
+        time_zone: time_zone.unwrap_or(TimeZoneName::Local),
+    })
+}
+
+/// A duration of `schedule`: a whole number of at least 1 and one unit, `30s`, `20m`, `1h`,
+/// `1d`.
+fn duration(
+    src: &Source<'_>,
+    raw: &Spanned<RawDuration>,
+    key: &str,
+    the_job: &str,
+) -> Result<u64, ConfigError> {
+    let text = raw.value.0.as_str();
+    if let Some(sec) = crate::core::schedule::parse_duration(text) {
+        return Ok(sec);
+    }
+    let hint = match text.parse::<u64>() {
+        Ok(n) if n > 0 => format!(" ('{n}' alone has no unit: {n}s is {n} seconds)"),
+        _ => String::new(),
+    };
+    Err(src.refuse(
+        Pos::of(raw),
+        format!(
+            "{key} {} of {the_job} is not accepted: write a whole number of at least 1 and one \
+             unit, s, m, h or d, like 30s, 20m, 1h or 1d, at most {}d{hint}",
+            quote(text),
+            crate::core::schedule::LONGEST_SEC / 86_400
+        ),
+    ))
 }
 
 /// `slurm:`: exactly one of `job_name` and `job_id`, an optional user, and at most one way

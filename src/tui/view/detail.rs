@@ -152,6 +152,25 @@ pub fn detail_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         };
         text(format!("Last run {words}"), style, &mut out);
     }
+    // A scheduled job: when its next run must have ended with exit 0.
+    if let Some(due) = row.next_due {
+        let when = model.zone.format(due, "%Y-%m-%d %H:%M:%S");
+        let secs = (due - model.now).num_milliseconds() as f64 / 1000.0;
+        let (words, style) = if secs > 0.0 {
+            (
+                format!("Next run due by {when} (in {})", fmt_age(secs)),
+                Style::default(),
+            )
+        } else if row.state == crate::core::State::ShouldBeRunning {
+            (
+                format!("Overdue since {when} ({} ago)", fmt_age(-secs)),
+                theme.warning(),
+            )
+        } else {
+            (format!("Was due by {when}"), Style::default())
+        };
+        text(words, style, &mut out);
+    }
 
     out.push(Line::styled("Reasons", theme.heading()));
     if let Some(held) = &row.held {
