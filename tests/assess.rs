@@ -1480,7 +1480,7 @@ fn rows() -> Vec<Row> {
             evidence: slurm("RUNNING", None, None),
             state: State::Stalled,
             bucket: Some(Bucket::Stale),
-            says: "no progress for 50 min 0 s (freshest: holder_start",
+            says: "no progress for 50 min (freshest: holder_start",
         },
         Row {
             name: "a Slurm job RUNNING whose StdOut went quiet past stall_sec is STALLED",
