@@ -73,7 +73,7 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Several hosts at once (SPEC §11): each host's own `mihari check --json`, over the
+    /// Several hosts at once: each host's own `mihari check --json`, over the
     /// fleet file's ssh, merged in the fixed order with a host column. An unreachable host is
     /// RED, never dropped. Exit: the worst of the hosts' codes.
     Fleet {

@@ -415,14 +415,14 @@ fn start_crew(keeper: &Keeper, exe: &Path, root: &Path, ids: &[&str]) -> std::io
     }
     let at = |id: &str, file: &str| text(root.join("jobs").join(id).join(file));
 
-    // The seed's 303 s case, in seconds: a fast log keeps a slow progress file honest.
+    // A coarse progress file older than stall_sec beside a fresh log: the freshest source decides.
     worker(&[
         "--lock",
-        &at("seed303", "seed303.lock"),
+        &at("fetch", "fetch.lock"),
         "--log",
-        &at("seed303", "seed303.log"),
+        &at("fetch", "fetch.log"),
         "--progress",
-        &at("seed303", "seed303.progress"),
+        &at("fetch", "fetch.progress"),
         "--log-every-ms",
         "250",
         "--progress-every-ms",
@@ -680,19 +680,19 @@ fn jobs_yaml(exe: &Path, sandbox: &Path) -> String {
 settings:
   state_dir: ./state
 jobs:
-  - id: seed303
-    name: Bulk fetch (the 303 s case, in seconds)
+  - id: fetch
+    name: Bulk fetch, its fast log keeping a slow progress file honest
     owner: data-team
-    lock: jobs/seed303/seed303.lock
-    log: jobs/seed303/seed303.log
-    progress_file: jobs/seed303/seed303.progress
+    lock: jobs/fetch/fetch.lock
+    log: jobs/fetch/fetch.log
+    progress_file: jobs/fetch/fetch.progress
     stall_sec: 3
     expected_total: 5121
     should_run_when: [not_complete, resource_free]
     auto_restart_blocked_reason: server-side error not yet understood
     restart:
-      command: ["{exe}", "sim", "worker", "--log", "seed303.log", "--progress", "seed303.progress"]
-      cwd: jobs/seed303
+      command: ["{exe}", "sim", "worker", "--log", "fetch.log", "--progress", "fetch.progress"]
+      cwd: jobs/fetch
   - id: frozen
     name: Training run frozen with SIGSTOP
     owner: ml-team
@@ -807,7 +807,7 @@ jobs:
     owner: ml-team
     lock: jobs/idle/idle.lock
     log: jobs/idle/idle.log
-    resource_lock: jobs/seed303/seed303.lock
+    resource_lock: jobs/fetch/fetch.lock
     should_run_when: [resource_free]
   - id: tqdm_train
     name: A tqdm loop (progress only in its carriage-return frames)

@@ -133,7 +133,7 @@ fn tqdm_frame(done: u64, total: u64, elapsed: Duration) -> String {
     )
 }
 
-/// The phases of the seed's pipeline (seed 004).
+/// The phases of a phased pipeline's run manifest.
 const PHASES: [&str; 7] = [
     "loading",
     "topic_selection",
