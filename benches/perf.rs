@@ -1,4 +1,4 @@
-//! The performance record: every figure of the README's "Performance" table, each measured
+//! The performance record: every figure of the performance table (docs/performance.md), each measured
 //! side by side with its floor in the same run, as medians of several runs (latencies as p99
 //! of many samples), printed with its target and PASS or FAIL.
 //!
@@ -35,7 +35,7 @@
 //! `/measured⏎` so the three rows are on screen. The idle window uses its own 100 quiet jobs,
 //! like `benches/dashboard.rs`.
 //!
-//! Knobs (environment), defaults give the README's figures:
+//! Knobs (environment), defaults give the performance table's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
 //!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel,run_output,slurm,alert`
 //!   (default all).

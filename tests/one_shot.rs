@@ -114,7 +114,7 @@ fn reasons(job: &Value) -> String {
 fn tool(path: &str) -> &str {
     assert!(
         Path::new(path).exists(),
-        "this test needs '{path}' (see the README's test dependencies)"
+        "this test needs '{path}' (see docs/architecture.md: what the tests need)"
     );
     path
 }

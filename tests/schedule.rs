@@ -147,7 +147,7 @@ fn at(value: &Value) -> DateTime<Utc> {
 fn tool(path: &str) -> &str {
     assert!(
         Path::new(path).exists(),
-        "this test needs '{path}' (see the README's test dependencies)"
+        "this test needs '{path}' (see docs/architecture.md: what the tests need)"
     );
     path
 }

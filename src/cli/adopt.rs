@@ -731,7 +731,7 @@ fn log_lines(log: &LogChoice) -> Vec<String> {
         ));
         lines.push(format!("    #   {frame}"));
         lines.push(
-            "    # keep log_progress if that is its progress, or write a pattern (README)."
+            "    # keep log_progress if that is its progress, or write a pattern (docs/jobs-file.md)."
                 .to_string(),
         );
         lines.push("    log_progress:".to_string());

@@ -99,8 +99,8 @@ const FLEET_FILE: ConfigFile = ConfigFile {
     variable: "MIHARI_FLEET",
     name: "fleet.yaml",
     what: "the fleet file",
-    missing: "no fleet file here: create one (hosts: [{name, ssh, config, mihari}], see the \
-              README's \"A fleet over ssh\"), or pass --fleet",
+    missing: "no fleet file here: create one (hosts: [{name, ssh, config, mihari}], see \
+              docs/fleet.md), or pass --fleet",
 };
 
 /// Reads, checks the owner and permissions of, and validates the fleet file at `path`: opened
