@@ -37,7 +37,7 @@
 //!
 //! Knobs (environment), defaults give the performance table's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel,run_output,slurm,alert`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel,run_output,slurm,alert,binary`
 //!   (default all).
 //! - `MIHARI_BENCH_ALERT_FOR` (unset): `alert` with both alerts' `for:` and Alertmanager's
 //!   `group_wait` set to this (e.g. `1s`) instead of as shipped, to try the part quickly.
@@ -198,6 +198,9 @@ fn run() -> Result<(), String> {
     println!("mihari perf bench: {}", exe.display());
     println!("machine: {}", machine());
     let mut table = Table::default();
+    if knobs.wants("binary") {
+        measure_binary(exe, &mut table)?;
+    }
 
     let fleet_needed = ["check", "rss", "screen", "watcher", "textfile"]
         .iter()
@@ -2388,4 +2391,37 @@ fn idle_window(
     dash.quit()?;
     floor.quit()?;
     result
+}
+
+/// The size of the binary `cargo install` puts in place: the bench's own release build (the
+/// bench profile is the release profile), against what a full `strip` of it would leave.
+fn measure_binary(exe: &Path, table: &mut Table) -> Result<(), String> {
+    const TARGET_BYTES: u64 = 10_000_000;
+    let size = std::fs::metadata(exe)
+        .map_err(|error| format!("cannot look at '{}': {error}", exe.display()))?
+        .len();
+    let stripped = std::env::temp_dir().join(format!("mihari-bench-stripped-{}", std::process::id()));
+    let floor = match Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(exe)
+        .status()
+    {
+        Ok(status) if status.success() => {
+            let bytes = std::fs::metadata(&stripped).map(|m| m.len()).ok();
+            let _ = std::fs::remove_file(&stripped);
+            bytes
+        }
+        _ => None,
+    };
+    let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+    table.add(
+        "the installed binary (`binary`: release profile, no debug info or symbols, fat LTO, one codegen unit, SQLite at -Os)",
+        "≤ 10 MB",
+        floor.map_or("`strip` not found".to_string(), |f| format!("`strip` of it: {}", mb(f))),
+        mb(size),
+        floor.map_or("-".to_string(), |f| format!("{:.2}x", size as f64 / f as f64)),
+        Some(size <= TARGET_BYTES),
+    );
+    Ok(())
 }
