@@ -2400,7 +2400,8 @@ fn measure_binary(exe: &Path, table: &mut Table) -> Result<(), String> {
     let size = std::fs::metadata(exe)
         .map_err(|error| format!("cannot look at '{}': {error}", exe.display()))?
         .len();
-    let stripped = std::env::temp_dir().join(format!("mihari-bench-stripped-{}", std::process::id()));
+    let stripped =
+        std::env::temp_dir().join(format!("mihari-bench-stripped-{}", std::process::id()));
     let floor = match Command::new("strip")
         .arg("-o")
         .arg(&stripped)

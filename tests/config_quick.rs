@@ -98,7 +98,7 @@ fn a_farm_of_plain_yaml_is_read_by_the_quick_reader_to_the_same_jobs() {
 }
 
 /// One job with every kind of place a value can be; `{}` is where the awkward value goes.
-const PLACES: [&str; 16] = [
+const PLACES: [&str; 18] = [
     "    name: {}\n",
     "    owner: {}\n",
     "    log: {}\n",
@@ -115,9 +115,17 @@ const PLACES: [&str; 16] = [
     "    markers:\n      - {path: m, stale_after_sec: {}}\n",
     "    name: >-\n      {}\n",
     "    auto_restart_blocked_reason: |\n      {}\n      and a second line\n",
+    "    should_run_when: [overdue]\n    schedule: {every: {}, grace: 5m}\n",
+    "    should_run_when: [overdue]\n    schedule:\n      cron: '0 3 * * *'\n      grace: {}\n",
 ];
 
-const VALUES: [&str; 44] = [
+const VALUES: [&str; 50] = [
+    "45m",
+    "30s",
+    "1d",
+    "0m",
+    "1e3m",
+    "12mm",
     "plain",
     "'single'",
     "\"double\"",

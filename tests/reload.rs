@@ -103,7 +103,8 @@ fn the_dashboard_follows_the_jobs_file_and_keeps_the_last_good_one_when_a_save_i
     let screen = tmux.wait_for(
         &[
             &format!("jobs.yaml:{line}:"),
-            "refused — still watching the last good file",
+            "JOBS FILE REFUSED",
+            "the last good file stays in force",
         ],
         Duration::from_secs(10),
     );

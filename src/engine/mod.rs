@@ -621,7 +621,7 @@ impl Engine {
         let words =
             crate::core::text::inert(&format!("{at} refused — still watching the last good file"));
         let rule = crate::core::text::inert(&format!(
-            "the jobs file '{}' was refused at {at}: {}; the last good file stays in force              until it is fixed",
+            "the jobs file '{}' was refused at {at}: {}; the last good file stays in force until it is fixed",
             error.path.display(),
             error.summary()
         ));

