@@ -461,10 +461,15 @@ impl Live {
             snapshot = Some(self.engine.refresh_sources(only, now));
             // Lost events: watch again. A folder that appeared or went (or a reload) was
             // followed above, before the gather; a file of a job that changed moves no watch.
-            // Either way only the holders the gather found may have changed.
+            // Either way only the holders the gather found may have changed, and only when it
+            // read a lock (a storm of log writes names no new holder).
             if arrivals.everything && !followed {
                 self.follow();
-            } else {
+            } else if arrivals
+                .touched
+                .values()
+                .any(|sources| sources.intersects(Sources::HOLDERS))
+            {
                 self.follow_holders();
             }
         }

@@ -282,6 +282,10 @@ pub struct Engine {
     store_notice: Option<String>,
     /// When a store that could not be opened, or was found damaged, is opened again.
     store_retry: Option<DateTime<Utc>>,
+    /// The store's part as last read, and when: a pass that file events ask for uses it as it
+    /// is (a write to the store is a file event of its own, which reads it again), so a storm
+    /// of log writes does not query the store for every job ten times a second.
+    store_view: Option<(record::StoreView, DateTime<Utc>)>,
     /// The live watcher's report that its writes to the store fail, as last read.
     store_writes_failing: Option<String>,
     /// Why the metrics textfile cannot be trusted (its folder, or a file another user left at
@@ -389,6 +393,7 @@ impl Engine {
             evidence: Vec::new(),
             checks_out: HashSet::new(),
             store_retry: opened.store.is_none().then(|| Utc::now() + STORE_RETRY),
+            store_view: None,
             store: opened.store,
             store_fault: opened.fault,
             store_notice: opened.notice,
@@ -552,6 +557,8 @@ impl Engine {
     /// `state_dir` is a new store: everything starts again from it. Clears a refusal.
     pub fn replace_config(&mut self, config: Config) -> ConfigChange {
         self.config_refusal = None;
+        // The next pass reads the store again: the new file may name another state_dir.
+        self.store_view = None;
         let old: HashMap<&str, (usize, &JobSpec)> = self
             .config
             .jobs
@@ -760,7 +767,17 @@ impl Engine {
         if first {
             self.evidence = vec![Arc::default(); self.config.jobs.len()];
         }
-        let view = self.read_store(now);
+        // The store is read again when everything is gathered, or its last reading has aged;
+        // otherwise what it said is applied to the jobs gathered again.
+        let reread = only.is_none()
+            || self
+                .store_view
+                .as_ref()
+                .is_none_or(|(_, at)| now - *at >= STORE_VIEW_KEPT || now < *at);
+        let view = match self.store_view.take() {
+            Some((view, at)) if !reread => (view, at),
+            _ => (self.read_store(now), now),
+        };
         let wanted: Vec<Sources> = self
             .config
             .jobs
@@ -803,10 +820,16 @@ impl Engine {
                     self.prober
                         .regather(job, Arc::make_mut(seen), *wanted, lock);
                 }
-                // The store's part costs a few queries for every job together: always fresh.
-                view.record(job, now).apply(seen, self.store_fault.as_ref());
+                // The store's part costs a few queries for every job together, and is put into
+                // every job when it was read again.
+                if reread || !wanted.is_empty() {
+                    view.0
+                        .record(job, now)
+                        .apply(seen, self.store_fault.as_ref());
+                }
             }
         });
+        self.store_view = Some(view);
         self.look_at_holders(now);
         self.keep_counts(now);
         let snapshot = self.reassess(now);
@@ -861,6 +884,7 @@ impl Engine {
         for (job, seen) in self.config.jobs.iter().zip(self.evidence.iter_mut()) {
             view.record(job, now).apply(seen, self.store_fault.as_ref());
         }
+        self.store_view = Some((view, now));
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
         snapshot
@@ -1614,6 +1638,11 @@ impl Engine {
             .unwrap_or_else(|| PathBuf::from("/"))
     }
 }
+
+/// The longest a pass that file events ask for uses the store's part as last read, before it
+/// reads it again: what the store says by time alone (a spawn leaving the day's window) is
+/// never older than this.
+const STORE_VIEW_KEPT: Duration = Duration::seconds(30);
 
 /// The fewest jobs to gather whose locks are read on several threads: below it, starting the
 /// threads costs about what they save.

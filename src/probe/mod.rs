@@ -48,6 +48,14 @@ impl Sources {
     /// Everything, the processes found by their command line included: a whole gather.
     pub const ALL: Sources = Sources(u16::MAX);
 
+    /// The sources that name a holder: only a change to one of them (or a whole gather) can
+    /// change which processes are waited on.
+    pub const HOLDERS: Sources = Sources(1 | 1 << 1 | 1 << 2);
+
+    pub fn intersects(self, other: Sources) -> bool {
+        self.0 & other.0 != 0
+    }
+
     pub fn contains(self, other: Sources) -> bool {
         self.0 & other.0 == other.0
     }
