@@ -11,7 +11,8 @@
 //! - the CPU (schedstat of every thread) of the watcher, the dashboard and the floor: the ratio
 //!   of each to the floor over the whole storm (judged: at most 3x), and the median slice's;
 //! - the dashboard's frames a second (bursts of screen output more than 5 ms apart; judged: at
-//!   most 10);
+//!   most 10): so that every pass changes the screen, `staller` (on screen) gets a progress
+//!   line every hundredth of a second beside the storm;
 //! - `MIHARI_BENCH_STORM_KILLS` (20) deaths during the storm: held's holder killed (and reaped
 //!   by the bench), timed until the dashboard shows DEAD_LOCK_STALE (judged: p99 at most
 //!   100 ms), then a new holder and lock, until RUNNING again.
@@ -77,9 +78,11 @@ impl Drop for Reaped {
 }
 
 /// The writer: a line to every log `rate` times a second, the logs in ten groups, one group
-/// every tenth of the period, until `stop`. Counts the lines written.
+/// every tenth of the period, and a progress line to `visible` with each group, until `stop`.
+/// Counts the log lines written.
 fn writer(
     logs: Vec<PathBuf>,
+    visible: PathBuf,
     rate: u64,
     stop: Arc<AtomicBool>,
     written: Arc<AtomicU64>,
@@ -93,6 +96,10 @@ fn writer(
                 .map_err(|e| format!("cannot open '{}': {e}", path.display()))
         })
         .collect::<Result<_, _>>()?;
+    let mut visible = OpenOptions::new()
+        .append(true)
+        .open(&visible)
+        .map_err(|e| format!("cannot open '{}': {e}", visible.display()))?;
     let period = Duration::from_secs(1) / rate as u32;
     let groups = 10usize;
     let per_group = files.len().div_ceil(groups);
@@ -105,6 +112,9 @@ fn writer(
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
+            visible
+                .write_all(format!("{{\"round\":{round},\"group\":{group}}}\n").as_bytes())
+                .map_err(|e| format!("cannot write a progress line: {e}"))?;
             let from = group * per_group;
             for file in files.iter_mut().skip(from).take(per_group) {
                 file.write_all(
@@ -183,7 +193,8 @@ pub fn measure_storm(knobs: &Knobs, exe: &Path, table: &mut Table) -> Result<(),
     let logs: Vec<PathBuf> = fleet.logs.iter().map(|log| root.join(log)).collect();
     let writing = std::thread::spawn({
         let (stop, written, rate) = (stop.clone(), written.clone(), storm.rate);
-        move || writer(logs, rate, stop, written)
+        let visible = fleet.staller_progress.clone();
+        move || writer(logs, visible, rate, stop, written)
     });
     // The first second of the storm is not counted: the floor and mihari start from rest.
     dash.drain_for(Duration::from_secs(1))?;
