@@ -125,6 +125,13 @@ impl Pace {
     }
 }
 
+/// The paths whose change is news for every job: the state store's files and the watch lock.
+fn store_paths(engine: &Engine) -> HashSet<PathBuf> {
+    let mut paths: HashSet<PathBuf> = engine.store_paths().into_iter().collect();
+    paths.insert(engine.watch_lock_path());
+    paths
+}
+
 /// What arrived since the last pass, sorted.
 #[derive(Debug, Default)]
 pub struct Arrivals {
@@ -254,7 +261,7 @@ impl Live {
             }
             other => sink(other),
         }))?;
-        let store_paths = engine.store_paths().into_iter().collect();
+        let store_paths = store_paths(&engine);
         let process_jobs = engine.process_jobs();
         Ok(Live {
             changes,
@@ -363,7 +370,7 @@ impl Live {
 
     /// Sorts one changed path into `arrivals`.
     fn note_change(&self, arrivals: &mut Arrivals, path: PathBuf) {
-        if self.store_paths.contains(&path) || path == self.engine.watch_lock_path() {
+        if self.store_paths.contains(&path) {
             arrivals.store = true;
             return;
         }
@@ -491,7 +498,7 @@ impl Live {
                 let same = config == *self.engine.config();
                 let refused = self.last_refusal.take().is_some();
                 let change = self.engine.replace_config(config);
-                self.store_paths = self.engine.store_paths().into_iter().collect();
+                self.store_paths = store_paths(&self.engine);
                 self.process_jobs = self.engine.process_jobs();
                 if !same || asked || refused {
                     self.reloads.push(Reload::Loaded(change.clone()));

@@ -821,8 +821,8 @@ impl Engine {
                         .regather(job, Arc::make_mut(seen), *wanted, lock);
                 }
                 // The store's part costs a few queries for every job together, and is put into
-                // every job when it was read again.
-                if reread || !wanted.is_empty() {
+                // every job when it was read again; a source read again changes none of it.
+                if reread || *wanted == Sources::ALL {
                     view.0
                         .record(job, now)
                         .apply(seen, self.store_fault.as_ref());
