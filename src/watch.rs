@@ -757,6 +757,10 @@ async fn watch_forever(
                     }
                     return Ok(());
                 }
+                // File events that came with a death wait for the next paced pass.
+                Input::Trigger(trigger) if pace.came_early() && trigger.can_wait() => {
+                    let _ = sender.send(Input::Trigger(trigger));
+                }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Reload => arrivals.reload(),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),

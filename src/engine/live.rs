@@ -64,6 +64,9 @@ const COALESCE: std::time::Duration = std::time::Duration::from_millis(15);
 pub struct Pace {
     /// When the last batch was handed out: its pass began then.
     last: Option<tokio::time::Instant>,
+    /// Whether the last batch came early, for something that cannot wait, while file events
+    /// in it were still waiting for the pace.
+    early: bool,
 }
 
 impl Pace {
@@ -120,8 +123,24 @@ impl Pace {
         while let Ok(more) = inbox.try_recv() {
             batch.push(more);
         }
-        self.last = Some(tokio::time::Instant::now());
+        // Something that cannot wait came before the pace: it is judged at once, and the pace
+        // still counts from the last paced pass, so file events handed back are not put off
+        // again and again by a flow of keys or deaths.
+        let now = tokio::time::Instant::now();
+        self.early =
+            !batch.iter().all(&can_wait) && self.last.is_some_and(|last| now < last + PACE);
+        if !self.early {
+            self.last = Some(now);
+        }
         batch
+    }
+
+    /// Whether the last batch came before its file events' time, for something that cannot
+    /// wait (a holder's exit): its pass should judge that at once and leave the file events
+    /// (hand them back to the inbox) for the next paced pass, so a death in a storm is not
+    /// drawn behind a gather of every file the storm touched.
+    pub fn came_early(&self) -> bool {
+        self.early
     }
 }
 

@@ -259,6 +259,10 @@ async fn event_loop(
                     return Err(format!("the terminal went away: {error}"));
                 }
                 Input::Signal => return Ok(()),
+                // File events that came with a death wait for the next paced pass.
+                Input::Trigger(trigger) if pace.came_early() && trigger.can_wait() => {
+                    let _ = sender.send(Input::Trigger(trigger));
+                }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),
             }
