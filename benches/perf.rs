@@ -22,6 +22,7 @@
 //! | a holder killed under a running watcher (`alert`): the death -> the watcher's textfile renamed saying DEAD_LOCK_STALE; the death -> `MihariRestartNeedsHuman` at a webhook through a real node_exporter, Prometheus (1 s scrape and evaluation) and Alertmanager with the shipped rules and example; the watcher stopped -> its textfile, -> `MihariWatcherDown` | textfile at most 1 s; webhook at most 1.1x the floor | the bench's reap of the holder; scrape + evaluation + the rule's `for:` + `group_wait` |
 //! | 20 hosts (20 jobs files over one loopback sshd): the fleet screen's first merged frame, from its start until the header counts every host's job, cold and over a ControlMaster, as the bench's user and as a fleet account whose login shell is /bin/sh | at most 2 s | twenty `ssh HOST true` at once, and `mihari fleet check --json` on the same hosts |
 //! | `mihari check --json` on one job whose store took a year of heartbeats (`heartbeats`: by default one every 10 s, 3,153,600 rows written by `sqlite3` as a store that grew before heartbeats were pruned holds them, then pruned by the job's next heartbeats, whose count and slowest are printed) | at most 1.2x the floor | the same check on a store with one heartbeat; also printed: `sqlite3` reading the newest row |
+//! | a write storm (`storm`): the fleet's 1,000 logs each get a line 10 times a second for 30 s (10,000 writes a second) while a watcher and a dashboard run on the fleet; the CPU of each (schedstat, every thread), the dashboard's frames a second, and 20 deaths of a holder during it | CPU at most 3x the floor each; at most 10 frames a second; a death on screen p99 at most 100 ms | `inotifywait -m -e modify,attrib,close_write,move,create,delete` over the same folders, receiving the same events, output discarded; the bench's own reap of the killed holder |
 //! | `mihari run` of a job printing 1,000,000 lines as fast as it can (`python3 -u`, a write per line), its output copied into the log (`run_output`); and of the same job paced at 100,000 lines a second for 3 s | wall time at most 1.5x the floor; CPU time (every process) and the CPU mihari adds to the paced job printed for information | the same job writing into a file itself, in the same run |
 //! | `mihari check --json` over 500 jobs Slurm runs, 500 held batch jobs on a one-node cluster of the bench's own (`slurm`) | at most 1.5x the floor, and one `squeue` call | one bare `squeue --json` listing them, in the same run |
 //! | a reload of the 1,000-job file while the dashboard is open (`reload`): a job appended, saved in place or by rename, 20 times | p99 at most 100 ms from the save to the screen counting the new job; no unchanged progress file counted again (the bytes the dashboard read per reload, `/proc/PID/io` rchar, against one progress file's size) | — |
@@ -37,10 +38,13 @@
 //!
 //! Knobs (environment), defaults give the performance table's figures:
 //! - `MIHARI_BENCH_ONLY`: a comma list of
-//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel,run_output,slurm,alert,binary`
+//!   `check,rss,tail,idle,screen,watcher,procscan,farm,textfile,log_progress,reload,fleet,heartbeats,kernel,run_output,slurm,alert,binary,storm`
 //!   (default all).
 //! - `MIHARI_BENCH_ALERT_FOR` (unset): `alert` with both alerts' `for:` and Alertmanager's
 //!   `group_wait` set to this (e.g. `1s`) instead of as shipped, to try the part quickly.
+//! - `MIHARI_BENCH_STORM_SECS` (30), `MIHARI_BENCH_STORM_RATE` (10),
+//!   `MIHARI_BENCH_STORM_KILLS` (20): the write storm's length, lines a second per log, and
+//!   deaths during it.
 //! - `MIHARI_BENCH_HEARTBEATS` (3153600): the heartbeats of `heartbeats` (a year at one every
 //!   10 s; 31536000 is a year at one a second).
 //! - `MIHARI_BENCH_RUN_LINES` (1000000): the lines of `run_output`'s job.
@@ -92,6 +96,8 @@ mod fleet_part;
 mod kernel_part;
 #[path = "parts/run_output.rs"]
 mod run_output_part;
+#[path = "parts/storm.rs"]
+mod storm_part;
 
 #[path = "parts/slurm.rs"]
 mod slurm_part;
@@ -265,6 +271,9 @@ fn run() -> Result<(), String> {
     }
     if knobs.wants("alert") {
         alert_part::measure_alert(&knobs, exe, &mut table)?;
+    }
+    if knobs.wants("storm") {
+        storm_part::measure_storm(&knobs, exe, &mut table)?;
     }
     if knobs.wants("idle") {
         measure_idle(&knobs, exe, &mut table)?;

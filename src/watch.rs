@@ -29,7 +29,7 @@ use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::textfile::Textfile;
 use crate::effect::watch_lock::{self, Acquired};
 use crate::effect::{self, Outcome, OutcomeKind};
-use crate::engine::live::{Arrivals, Live, Reload, next_batch};
+use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
 use crate::render::{prometheus, status_code};
@@ -714,6 +714,8 @@ async fn watch_forever(
     // When this loop last recorded a pass; `None` until the first.
     let mut beaten: Option<std::time::Instant> = None;
     let beat_every = std::time::Duration::from_secs(PASS_BEAT_SEC.unsigned_abs());
+    // File events make at most ten passes a second; a holder's exit one at once.
+    let mut pace = Pace::new();
     loop {
         let now = Utc::now();
         let decisions;
@@ -766,10 +768,13 @@ async fn watch_forever(
         });
         own = own.min(now + chrono::Duration::from_std(beat_due).unwrap_or_default());
         let deadline = engine_deadline.map_or(own, |at| at.min(own));
-        let batch = next_batch(&mut inbox, Some(deadline), |i| {
-            matches!(i, Input::Trigger(_))
-        })
-        .await;
+        let batch = pace
+            .next_batch(
+                &mut inbox,
+                Some(deadline),
+                |i| matches!(i, Input::Trigger(trigger) if trigger.can_wait()),
+            )
+            .await;
         let mut arrivals = Arrivals::default();
         let mut restarted = false;
         for input in batch {
@@ -792,6 +797,10 @@ async fn watch_forever(
                         );
                     }
                     return Ok(());
+                }
+                // File events that came with a death wait for the next paced pass.
+                Input::Trigger(trigger) if pace.came_early() && trigger.can_wait() => {
+                    let _ = sender.send(Input::Trigger(trigger));
                 }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Reload => arrivals.reload(),

@@ -17,7 +17,7 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::engine::live::{Arrivals, Live, next_batch};
+use crate::engine::live::{Arrivals, Live, Pace};
 use crate::engine::triggers::Trigger;
 use crate::engine::{CheckResultFor, Snapshot};
 
@@ -138,15 +138,19 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
     }
     let mut last_shown = shown_digest(&snapshot, &live.engine.config().jobs);
     let mut last_at = Utc::now();
+    let mut pace = Pace::new();
     loop {
         let now = Utc::now();
         let heartbeat = last_at + chrono::Duration::from_std(every).unwrap_or_default();
         let engine_deadline = live.deadline(&snapshot, now);
         let deadline = engine_deadline.map_or(heartbeat, |at| at.min(heartbeat));
-        let batch = next_batch(&mut inbox, Some(deadline), |input| {
-            matches!(input, Input::Trigger(_))
-        })
-        .await;
+        let batch = pace
+            .next_batch(
+                &mut inbox,
+                Some(deadline),
+                |input| matches!(input, Input::Trigger(trigger) if trigger.can_wait()),
+            )
+            .await;
         let mut arrivals = Arrivals::default();
         for input in batch {
             match input {

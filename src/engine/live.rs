@@ -8,13 +8,14 @@
 //! loop of its own and does not sleep: each caller runs its own `select!`, with its own
 //! inputs (the terminal, signals), and hands what arrived here.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Duration, Utc};
 
 use super::triggers::{Sink, Trigger, Triggers};
-use super::{CheckResultFor, ConfigChange, DueCheck, Engine, Snapshot};
+use super::{CheckResultFor, ConfigChange, DueCheck, Engine, Snapshot, Sources};
 use crate::config::{Config, ConfigError};
 use crate::core::text::inert;
 use crate::store::{Kind, NewEvent};
@@ -47,36 +48,114 @@ pub fn on_signals(
     }
 }
 
-/// Waits for the first input or `deadline`, whichever comes first, then takes whatever else
-/// has arrived; when `coalesce` says an input starts a burst (file events), it waits a
-/// moment more so the burst is one gather. An empty batch means the deadline came.
-pub async fn next_batch<T>(
-    inbox: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
-    deadline: Option<DateTime<Utc>>,
-    coalesce: impl Fn(&T) -> bool,
-) -> Vec<T> {
-    const COALESCE: std::time::Duration = std::time::Duration::from_millis(15);
-    let sleep = deadline
-        .map(|at| (at - Utc::now()).to_std().unwrap_or_default())
-        .unwrap_or(std::time::Duration::from_secs(3600));
-    let first = tokio::select! {
-        input = inbox.recv() => input,
-        () = tokio::time::sleep(sleep) => None,
-    };
-    let mut batch: Vec<T> = first.into_iter().collect();
-    if batch.iter().any(&coalesce) {
-        tokio::time::sleep(COALESCE).await;
+/// The least time between two passes that file events ask for: a write storm (a thousand
+/// logs written ten times a second) is gathered, judged and drawn at most ten times a second,
+/// however many events it makes. What cannot wait — a holder's exit, a key, a signal, a
+/// check's result — is never held back by it.
+pub const PACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a burst of file events is given to finish once its first event arrives after a
+/// quiet spell: an editor's save or a rename and a create are one gather, not two.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(15);
+
+/// The loop's batching of its inputs: each batch starts a pass, and a batch of file events
+/// alone waits until [`PACE`] has passed since the last one began.
+#[derive(Debug, Default)]
+pub struct Pace {
+    /// When the last batch was handed out: its pass began then.
+    last: Option<tokio::time::Instant>,
+    /// Whether the last batch came early, for something that cannot wait, while file events
+    /// in it were still waiting for the pace.
+    early: bool,
+}
+
+impl Pace {
+    pub fn new() -> Pace {
+        Pace::default()
     }
-    while let Ok(more) = inbox.try_recv() {
-        batch.push(more);
+
+    /// Waits for the first input or `deadline`, whichever comes first, then takes whatever
+    /// else has arrived. When every input so far `can_wait` (file events), it waits a moment
+    /// more so the burst is one gather — [`COALESCE`] after the first, and no sooner than
+    /// [`PACE`] after the last batch — taking what arrives meanwhile, and returns at once when
+    /// something that cannot wait arrives, or the deadline comes. An empty batch means the
+    /// deadline came.
+    pub async fn next_batch<T>(
+        &mut self,
+        inbox: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+        deadline: Option<DateTime<Utc>>,
+        can_wait: impl Fn(&T) -> bool,
+    ) -> Vec<T> {
+        let sleep = deadline
+            .map(|at| (at - Utc::now()).to_std().unwrap_or_default())
+            .unwrap_or(std::time::Duration::from_secs(3600));
+        let deadline_at = tokio::time::Instant::now() + sleep;
+        let first = tokio::select! {
+            input = inbox.recv() => input,
+            () = tokio::time::sleep_until(deadline_at) => None,
+        };
+        let mut batch: Vec<T> = first.into_iter().collect();
+        let mut waiting = batch.first().is_some_and(&can_wait);
+        if waiting {
+            let now = tokio::time::Instant::now();
+            let paced = self.last.map_or(now, |last| last + PACE);
+            let ready = (now + COALESCE).max(paced).min(deadline_at);
+            while waiting {
+                while waiting && let Ok(more) = inbox.try_recv() {
+                    waiting = can_wait(&more);
+                    batch.push(more);
+                }
+                if !waiting {
+                    break;
+                }
+                tokio::select! {
+                    input = inbox.recv() => match input {
+                        Some(input) => {
+                            waiting = can_wait(&input);
+                            batch.push(input);
+                        }
+                        None => break,
+                    },
+                    () = tokio::time::sleep_until(ready) => break,
+                }
+            }
+        }
+        while let Ok(more) = inbox.try_recv() {
+            batch.push(more);
+        }
+        // Something that cannot wait came before the pace: it is judged at once, and the pace
+        // still counts from the last paced pass, so file events handed back are not put off
+        // again and again by a flow of keys or deaths.
+        let now = tokio::time::Instant::now();
+        self.early =
+            !batch.iter().all(&can_wait) && self.last.is_some_and(|last| now < last + PACE);
+        if !self.early {
+            self.last = Some(now);
+        }
+        batch
     }
-    batch
+
+    /// Whether the last batch came before its file events' time, for something that cannot
+    /// wait (a holder's exit): its pass should judge that at once and leave the file events
+    /// (hand them back to the inbox) for the next paced pass, so a death in a storm is not
+    /// drawn behind a gather of every file the storm touched.
+    pub fn came_early(&self) -> bool {
+        self.early
+    }
+}
+
+/// The paths whose change is news for every job: the state store's files and the watch lock.
+fn store_paths(engine: &Engine) -> HashSet<PathBuf> {
+    let mut paths: HashSet<PathBuf> = engine.store_paths().into_iter().collect();
+    paths.insert(engine.watch_lock_path());
+    paths
 }
 
 /// What arrived since the last pass, sorted.
 #[derive(Debug, Default)]
 pub struct Arrivals {
-    touched: HashSet<String>,
+    /// The jobs to gather again, each with the sources to read ([`Sources::ALL`]: whole).
+    touched: HashMap<String, Sources>,
     everything: bool,
     store: bool,
     folders_moved: bool,
@@ -88,6 +167,13 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
+    /// Marks `jobs` to be gathered whole.
+    fn touch_whole(&mut self, jobs: impl IntoIterator<Item = String>) {
+        for job in jobs {
+            self.touched.insert(job, Sources::ALL);
+        }
+    }
+
     /// Asks for the jobs file to be loaded again (SIGHUP), whether or not it changed.
     pub fn reload(&mut self) {
         self.config = true;
@@ -109,6 +195,10 @@ impl Arrivals {
 pub struct Live {
     pub engine: Engine,
     triggers: Triggers,
+    /// The paths the triggers reported changed since the last [`Live::note`] took them: filled
+    /// on the triggers' threads, and only the first of them wakes the loop (a storm of writes
+    /// is one wake-up and one entry per file, not one message per event).
+    changes: Arc<Mutex<HashSet<PathBuf>>>,
     store_paths: HashSet<PathBuf>,
     /// Holders no pidfd could be opened for: looked at every [`HOLDER_POLL`].
     unpolled: Vec<(u32, u64)>,
@@ -175,10 +265,25 @@ impl Live {
     pub fn new(config: Config, sink: Sink) -> Result<Live, String> {
         let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
         let engine = Engine::new(config).saying_count_faults().keeping_looks();
-        let triggers = Triggers::new(sink)?;
-        let store_paths = engine.store_paths().into_iter().collect();
+        let changes: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+        let gathering = changes.clone();
+        let triggers = Triggers::new(Arc::new(move |trigger| match trigger {
+            Trigger::Changed(path) => {
+                let mut changed = gathering.lock().unwrap_or_else(PoisonError::into_inner);
+                if changed.is_empty() {
+                    changed.insert(path.clone());
+                    drop(changed);
+                    sink(Trigger::Changed(path));
+                } else {
+                    changed.insert(path);
+                }
+            }
+            other => sink(other),
+        }))?;
+        let store_paths = store_paths(&engine);
         let process_jobs = engine.process_jobs();
         Ok(Live {
+            changes,
             process_jobs,
             next_process_poll: None,
             engine,
@@ -259,41 +364,52 @@ impl Live {
         }
     }
 
-    /// Sorts one trigger into `arrivals`.
+    /// Sorts one trigger into `arrivals`. A file change takes every path reported since the
+    /// last one: the triggers wake the loop once for all of them.
     pub fn note(&self, arrivals: &mut Arrivals, trigger: Trigger) {
         match trigger {
-            Trigger::Changed(path) if self.store_paths.contains(&path) => arrivals.store = true,
-            // The line counts this process (or another) keeps: nothing any job reads. Its temp
-            // file, gone once renamed, must not read as a folder that went away (pointing
-            // every watch again: at 10,000 jobs, 30,000 paths and a second copy of the routes).
-            Trigger::Changed(path)
-                if crate::store::counts::is_counts_file(
-                    &self.engine.config().settings.state_dir,
-                    &path,
-                ) && self.engine.jobs_touching(&path).is_empty() => {}
-            Trigger::Changed(path) if path == self.engine.watch_lock_path() => {
-                arrivals.store = true
-            }
-            Trigger::Changed(path) if path == self.source => {
-                arrivals.config = true;
-                arrivals.touched.extend(self.engine.jobs_touching(&path));
-            }
             Trigger::Changed(path) => {
-                let jobs = self.engine.jobs_touching(&path);
-                // A folder that appeared or went away may be where a job's files live:
-                // point the watches again. Files of no job that still exist need nothing.
-                if jobs.is_empty() && (path.is_dir() || !path.exists()) {
-                    arrivals.folders_moved = true;
+                let mut changed = std::mem::take(
+                    &mut *self.changes.lock().unwrap_or_else(PoisonError::into_inner),
+                );
+                changed.insert(path);
+                for path in changed {
+                    self.note_change(arrivals, path);
                 }
-                arrivals.touched.extend(jobs);
             }
             Trigger::Rescan => arrivals.everything = true,
             Trigger::HolderExited { pid, .. } => {
-                arrivals.touched.extend(self.engine.jobs_held_by(pid));
+                arrivals.touch_whole(self.engine.jobs_held_by(pid));
                 if self.engine.watcher_pid() == Some(pid) {
                     arrivals.store = true;
                 }
             }
+        }
+    }
+
+    /// Sorts one changed path into `arrivals`.
+    fn note_change(&self, arrivals: &mut Arrivals, path: PathBuf) {
+        if self.store_paths.contains(&path) {
+            arrivals.store = true;
+            return;
+        }
+        let mut touching = self.engine.sources_touching(&path).peekable();
+        let no_job = touching.peek().is_none();
+        for (job, sources) in touching {
+            *arrivals.touched.entry(job).or_default() |= sources;
+        }
+        if path == self.source {
+            arrivals.config = true;
+        } else if no_job
+            // The line counts this process (or another) keeps: nothing any job reads. Its temp
+            // file, gone once renamed, must not read as a folder that went away (pointing
+            // every watch again: at 10,000 jobs, 30,000 paths and a second copy of the routes).
+            && !crate::store::counts::is_counts_file(&self.engine.config().settings.state_dir, &path)
+            // A folder that appeared or went away may be where a job's files live: point the
+            // watches again. Files of no job that still exist need nothing.
+            && (path.is_dir() || !path.exists())
+        {
+            arrivals.folders_moved = true;
         }
     }
 
@@ -318,12 +434,12 @@ impl Live {
         }
         if self.next_process_poll.is_some_and(|at| at <= now) {
             self.next_process_poll = None;
-            arrivals.touched.extend(self.process_jobs.iter().cloned());
+            arrivals.touch_whole(self.process_jobs.iter().cloned());
         }
         if self.next_holder_poll.is_some_and(|at| at <= now) {
             self.next_holder_poll = None;
             for (pid, _) in &self.unpolled {
-                arrivals.touched.extend(self.engine.jobs_held_by(*pid));
+                arrivals.touch_whole(self.engine.jobs_held_by(*pid));
             }
         }
         if !arrivals.any() && !deadline_reached {
@@ -342,7 +458,7 @@ impl Live {
             match self.reload(arrivals.config_asked) {
                 Some(change) if change.everything => arrivals.everything = true,
                 Some(change) => {
-                    arrivals.touched.extend(change.to_gather());
+                    arrivals.touch_whole(change.to_gather());
                     // New files to follow, or some to follow no more.
                     if !(change.added.is_empty()
                         && change.removed.is_empty()
@@ -368,13 +484,18 @@ impl Live {
         }
         if arrivals.everything || !arrivals.touched.is_empty() {
             let only = (!arrivals.everything).then_some(&arrivals.touched);
-            snapshot = Some(self.engine.refresh(only, now));
+            snapshot = Some(self.engine.refresh_sources(only, now));
             // Lost events: watch again. A folder that appeared or went (or a reload) was
             // followed above, before the gather; a file of a job that changed moves no watch.
-            // Either way only the holders the gather found may have changed.
+            // Either way only the holders the gather found may have changed, and only when it
+            // read a lock (a storm of log writes names no new holder).
             if arrivals.everything && !followed {
                 self.follow();
-            } else {
+            } else if arrivals
+                .touched
+                .values()
+                .any(|sources| sources.intersects(Sources::HOLDERS))
+            {
                 self.follow_holders();
             }
         }
@@ -396,7 +517,7 @@ impl Live {
                 let same = config == *self.engine.config();
                 let refused = self.last_refusal.take().is_some();
                 let change = self.engine.replace_config(config);
-                self.store_paths = self.engine.store_paths().into_iter().collect();
+                self.store_paths = store_paths(&self.engine);
                 self.process_jobs = self.engine.process_jobs();
                 if !same || asked || refused {
                     self.reloads.push(Reload::Loaded(change.clone()));

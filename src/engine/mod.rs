@@ -37,6 +37,7 @@ use crate::core::decision::{
 use crate::core::{
     ActionList, Assessment, CheckOutcome, Evidence, Liveness, Reading, State, order_with_rules,
 };
+pub use crate::probe::Sources;
 use crate::probe::{Prober, checks};
 use crate::store::{Actor, Fault, Store, StoreError};
 
@@ -281,6 +282,10 @@ pub struct Engine {
     store_notice: Option<String>,
     /// When a store that could not be opened, or was found damaged, is opened again.
     store_retry: Option<DateTime<Utc>>,
+    /// The store's part as last read, and when: a pass that file events ask for uses it as it
+    /// is (a write to the store is a file event of its own, which reads it again), so a storm
+    /// of log writes does not query the store for every job ten times a second.
+    store_view: Option<(record::StoreView, DateTime<Utc>)>,
     /// The live watcher's report that its writes to the store fail, as last read.
     store_writes_failing: Option<String>,
     /// Why the metrics textfile cannot be trusted (its folder, or a file another user left at
@@ -388,6 +393,7 @@ impl Engine {
             evidence: Vec::new(),
             checks_out: HashSet::new(),
             store_retry: opened.store.is_none().then(|| Utc::now() + STORE_RETRY),
+            store_view: None,
             store: opened.store,
             store_fault: opened.fault,
             store_notice: opened.notice,
@@ -551,6 +557,8 @@ impl Engine {
     /// `state_dir` is a new store: everything starts again from it. Clears a refusal.
     pub fn replace_config(&mut self, config: Config) -> ConfigChange {
         self.config_refusal = None;
+        // The next pass reads the store again: the new file may name another state_dir.
+        self.store_view = None;
         let old: HashMap<&str, (usize, &JobSpec)> = self
             .config
             .jobs
@@ -742,16 +750,43 @@ impl Engine {
     /// Gathers the evidence of the jobs in `only` (every job when `None`; every job as well
     /// before the first gather), keeps the rest as last seen, and judges all of it at `now`.
     pub fn refresh(&mut self, only: Option<&HashSet<String>>, now: DateTime<Utc>) -> Snapshot {
+        let only: Option<HashMap<String, Sources>> =
+            only.map(|ids| ids.iter().map(|id| (id.clone(), Sources::ALL)).collect());
+        self.refresh_sources(only.as_ref(), now)
+    }
+
+    /// [`Engine::refresh`] of the named sources of each job in `only` alone: a file event
+    /// re-reads what its path feeds ([`Engine::sources_touching`]), and the rest of the job's
+    /// evidence is kept as last gathered. [`Sources::ALL`] gathers a job whole.
+    pub fn refresh_sources(
+        &mut self,
+        only: Option<&HashMap<String, Sources>>,
+        now: DateTime<Utc>,
+    ) -> Snapshot {
         let first = self.evidence.len() != self.config.jobs.len();
         if first {
             self.evidence = vec![Arc::default(); self.config.jobs.len()];
         }
-        let view = self.read_store(now);
-        let wanted: Vec<bool> = self
+        // The store is read again when everything is gathered, or its last reading has aged;
+        // otherwise what it said is applied to the jobs gathered again.
+        let reread = only.is_none()
+            || self
+                .store_view
+                .as_ref()
+                .is_none_or(|(_, at)| now - *at >= STORE_VIEW_KEPT || now < *at);
+        let view = match self.store_view.take() {
+            Some((view, at)) if !reread => (view, at),
+            _ => (self.read_store(now), now),
+        };
+        let wanted: Vec<Sources> = self
             .config
             .jobs
             .iter()
-            .map(|job| first || only.is_none_or(|ids| ids.contains(&job.id)))
+            .map(|job| match only {
+                _ if first => Sources::ALL,
+                None => Sources::ALL,
+                Some(ids) => ids.get(&job.id).copied().unwrap_or_default(),
+            })
             .collect();
         // One scan of /proc for every job found by its command line, shared by all of them.
         let scan = if self
@@ -759,7 +794,7 @@ impl Engine {
             .jobs
             .iter()
             .zip(&wanted)
-            .any(|(job, wanted)| job.process.is_some() && *wanted)
+            .any(|(job, wanted)| job.process.is_some() && *wanted == Sources::ALL)
         {
             self.prober.scan_processes(&self.config.jobs)
         } else {
@@ -771,13 +806,14 @@ impl Engine {
             .jobs
             .iter()
             .zip(&wanted)
-            .any(|(job, wanted)| job.slurm.is_some() && *wanted)
+            .any(|(job, wanted)| job.slurm.is_some() && *wanted == Sources::ALL)
         {
             self.prober.scan_slurm(&self.config.jobs)
         } else {
             Default::default()
         };
-        let mut locks = read_locks(&self.config.jobs, &wanted).into_iter();
+        let lock_wanted: Vec<bool> = wanted.iter().map(|w| w.contains(Sources::LOCK)).collect();
+        let mut locks = read_locks(&self.config.jobs, &lock_wanted).into_iter();
         // One pass: each folder of the jobs' files is opened and judged once, not per file.
         crate::probe::safe_open::folders_remembered(|| {
             for ((job, seen), wanted) in self
@@ -788,16 +824,24 @@ impl Engine {
                 .zip(&wanted)
             {
                 let lock = locks.next().flatten();
-                if *wanted {
+                if *wanted == Sources::ALL {
                     let mut gathered = self.prober.gather_with_lock(job, &scan, &slurm, lock);
                     gathered.checks = outcomes_of(&self.checks, job);
                     *seen = Arc::new(gathered);
+                } else if !wanted.is_empty() {
+                    self.prober
+                        .regather(job, Arc::make_mut(seen), *wanted, lock);
                 }
-                // The store's part costs a few queries for every job together: always fresh.
-                view.record(job, now)
-                    .apply(seen, job, self.store_fault.as_ref());
+                // The store's part costs a few queries for every job together, and is put into
+                // every job when it was read again; a source read again changes none of it.
+                if reread || *wanted == Sources::ALL {
+                    view.0
+                        .record(job, now)
+                        .apply(seen, job, self.store_fault.as_ref());
+                }
             }
         });
+        self.store_view = Some(view);
         self.look_at_holders(now);
         self.keep_counts(now);
         let snapshot = self.reassess(now);
@@ -853,6 +897,7 @@ impl Engine {
             view.record(job, now)
                 .apply(seen, job, self.store_fault.as_ref());
         }
+        self.store_view = Some((view, now));
         let snapshot = self.reassess(now);
         self.keep_samples(&snapshot);
         snapshot
@@ -1419,11 +1464,17 @@ impl Engine {
 
     /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.
     pub fn jobs_touching(&self, path: &Path) -> Vec<String> {
+        self.sources_touching(path).map(|(id, _)| id).collect()
+    }
+
+    /// The jobs a changed path belongs to, with the sources of each it feeds.
+    pub fn sources_touching<'a>(
+        &'a self,
+        path: &'a Path,
+    ) -> impl Iterator<Item = (String, Sources)> + 'a {
         self.paths
             .owners(path)
-            .filter_map(|at| self.config.jobs.get(at))
-            .map(|job| job.id.clone())
-            .collect()
+            .filter_map(|(at, sources)| Some((self.config.jobs.get(at)?.id.clone(), sources)))
     }
 
     /// The live holders of every lock seen (a job's lock and its resource lock), as
@@ -1652,6 +1703,11 @@ impl Engine {
             .unwrap_or_else(|| PathBuf::from("/"))
     }
 }
+
+/// The longest a pass that file events ask for uses the store's part as last read, before it
+/// reads it again: what the store says by time alone (a spawn leaving the day's window) is
+/// never older than this.
+const STORE_VIEW_KEPT: Duration = Duration::seconds(30);
 
 /// The fewest jobs to gather whose locks are read on several threads: below it, starting the
 /// threads costs about what they save.
@@ -1886,45 +1942,49 @@ fn every(check: &CheckSpec) -> Duration {
 
 /// Every file a job declares, with a SQLite database's journal and WAL files (a commit in WAL
 /// mode touches only the `-wal` file), and the log's first rotated name (`NAME.1`): a writer
-/// that has not reopened its log since a rename still writes there.
-pub fn job_paths(job: &JobSpec) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = [
-        &job.lock,
-        &job.log,
-        &job.progress_file,
-        &job.manifest,
-        &job.resource_lock,
-        &job.kept_lock,
+/// that has not reopened its log since a rename still writes there. Each with the sources it
+/// feeds, so that a change to it re-reads those alone.
+pub fn job_paths(job: &JobSpec) -> Vec<(PathBuf, Sources)> {
+    let mut paths: Vec<(PathBuf, Sources)> = [
+        (&job.lock, Sources::LOCK),
+        (&job.log, Sources::LOG),
+        (&job.progress_file, Sources::PROGRESS_FILE),
+        (&job.manifest, Sources::MANIFEST),
+        (&job.resource_lock, Sources::RESOURCE_LOCK),
+        (&job.kept_lock, Sources::KEPT_LOCK),
     ]
     .into_iter()
-    .flatten()
-    .cloned()
-    .chain(job.markers.iter().map(|marker| marker.path.clone()))
+    .filter_map(|(path, sources)| Some((path.clone()?, sources)))
+    .chain(
+        job.markers
+            .iter()
+            .map(|marker| (marker.path.clone(), Sources::MARKERS)),
+    )
     .collect();
     if let Some(log) = &job.log {
         let mut rotated = log.clone().into_os_string();
         rotated.push(".1");
-        paths.push(PathBuf::from(rotated));
+        paths.push((PathBuf::from(rotated), Sources::LOG));
     }
     if let Some(table) = &job.progress_table {
-        paths.push(table.db.clone());
+        paths.push((table.db.clone(), Sources::PROGRESS_TABLE));
         for suffix in ["-wal", "-journal"] {
             let mut name = table.db.clone().into_os_string();
             name.push(suffix);
-            paths.push(PathBuf::from(name));
+            paths.push((PathBuf::from(name), Sources::PROGRESS_TABLE));
         }
     }
     paths
 }
 
-/// Which jobs (by position in the jobs file) declare each path of [`job_paths`]: one sorted
-/// list of (path, job), searched by halves. A farm's paths are nearly all one job's each, and
-/// a map from each path to a list of its jobs held a table, a list and its slack for every
-/// one (7.7 MB at 10,000 jobs, against 3.8 MB).
+/// Which jobs (by position in the jobs file) declare each path of [`job_paths`], and which of
+/// their sources it feeds: one sorted list of (path, job, sources), searched by halves. A
+/// farm's paths are nearly all one job's each, and a map from each path to a list of its jobs
+/// held a table, a list and its slack for every one (7.7 MB at 10,000 jobs, against 3.8 MB).
 #[derive(Debug, Default)]
 struct PathIndex {
-    /// In byte order of the path, then by job; each (path, job) once.
-    owners: Vec<(PathBuf, u32)>,
+    /// In byte order of the path, then by job; each (path, job) once, its sources merged.
+    owners: Vec<(PathBuf, u32, Sources)>,
 }
 
 impl PathIndex {
@@ -1934,21 +1994,21 @@ impl PathIndex {
         path.as_os_str().as_bytes()
     }
 
-    /// The jobs that declare `path`, in jobs-file order.
-    fn owners<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = usize> + 'a {
+    /// The jobs that declare `path`, in jobs-file order, with the sources it feeds.
+    fn owners<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = (usize, Sources)> + 'a {
         let key = Self::key(path);
-        let first = self.owners.partition_point(|(p, _)| Self::key(p) < key);
+        let first = self.owners.partition_point(|(p, _, _)| Self::key(p) < key);
         self.owners[first..]
             .iter()
-            .take_while(move |(p, _)| Self::key(p) == key)
-            .map(|&(_, at)| at as usize)
+            .take_while(move |(p, _, _)| Self::key(p) == key)
+            .map(|&(_, at, sources)| (at as usize, sources))
     }
 
     /// Every path once, in byte order: any fixed order does, so which folders get the last
     /// watches under the limit does not change from one call to the next.
     fn paths(&self) -> impl Iterator<Item = &Path> {
         let mut last: Option<&Path> = None;
-        self.owners.iter().filter_map(move |(path, _)| {
+        self.owners.iter().filter_map(move |(path, _, _)| {
             let new = last != Some(path.as_path());
             last = Some(path);
             new.then_some(path.as_path())
@@ -1957,17 +2017,27 @@ impl PathIndex {
 }
 
 fn path_index(jobs: &[JobSpec]) -> PathIndex {
-    let mut owners: Vec<(PathBuf, u32)> = jobs
+    let mut owners: Vec<(PathBuf, u32, Sources)> = jobs
         .iter()
         .enumerate()
         .flat_map(|(at, job)| {
             let at = u32::try_from(at).unwrap_or(u32::MAX);
-            job_paths(job).into_iter().map(move |path| (path, at))
+            job_paths(job)
+                .into_iter()
+                .map(move |(path, sources)| (path, at, sources))
         })
         .collect();
-    owners
-        .sort_unstable_by(|(a, i), (b, j)| PathIndex::key(a).cmp(PathIndex::key(b)).then(i.cmp(j)));
-    owners.dedup();
+    owners.sort_unstable_by(|(a, i, _), (b, j, _)| {
+        PathIndex::key(a).cmp(PathIndex::key(b)).then(i.cmp(j))
+    });
+    // One path may feed several sources of one job (a lock that is also its resource lock).
+    owners.dedup_by(|(path, at, sources), (kept_path, kept_at, kept)| {
+        let same = path == kept_path && at == kept_at;
+        if same {
+            *kept |= *sources;
+        }
+        same
+    });
     owners.shrink_to_fit();
     PathIndex { owners }
 }

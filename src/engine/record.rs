@@ -89,10 +89,12 @@ const NEWEST_KINDS: [Kind; 10] = [
 
 /// Everything the store says of every job, read in a handful of queries per gather (never a
 /// handful per job: a thousand jobs cost the same few reads).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct StoreView {
     /// The newest event of each (job, kind) of [`NEWEST_KINDS`].
-    newest: HashMap<(String, String), Event>,
+    /// The newest event of each of [`NEWEST_KINDS`], by job: looked up by the job's id alone
+    /// (a key of two strings cost two copies of them for every lookup, ten a job each pass).
+    newest: HashMap<String, Vec<Event>>,
     /// Spawns in the last 24 h, per job, oldest first.
     spawns: HashMap<String, Vec<Event>>,
     /// When each job's current run first started.
@@ -113,7 +115,7 @@ pub(super) struct StoreView {
 }
 
 /// What a scheduled job's due time counts from, as the event log says.
-#[derive(Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy)]
 struct ScheduleRecord {
     last_success: Option<DateTime<Utc>>,
     first_seen: Option<DateTime<Utc>>,
@@ -131,7 +133,7 @@ impl StoreView {
         let mut view = StoreView::default();
         for event in store.newest_per_job(&NEWEST_KINDS)? {
             if let Some(job) = event.job.clone() {
-                view.newest.insert((job, event.kind.clone()), event);
+                view.newest.entry(job).or_default().push(event);
             }
         }
         for event in store.events_since(&[Kind::Spawned], day_ago)? {
@@ -142,8 +144,9 @@ impl StoreView {
         let runs: Vec<(String, String)> = view
             .newest
             .iter()
-            .filter(|((_, kind), _)| kind == Kind::Started.as_str())
-            .filter_map(|((job, _), event)| Some((job.clone(), event.run.clone()?)))
+            .flat_map(|(job, events)| events.iter().map(move |event| (job, event)))
+            .filter(|(_, event)| event.kind == Kind::Started.as_str())
+            .filter_map(|(job, event)| Some((job.clone(), event.run.clone()?)))
             .collect();
         for (job, _, at) in store.runs_started(&runs)? {
             view.run_started.insert(job, at);
@@ -200,12 +203,10 @@ impl StoreView {
     }
 
     fn newest(&self, job: &str, kinds: &[Kind]) -> Option<&Event> {
-        kinds
+        self.newest
+            .get(job)?
             .iter()
-            .filter_map(|kind| {
-                self.newest
-                    .get(&(job.to_string(), kind.as_str().to_string()))
-            })
+            .filter(|event| kinds.iter().any(|kind| event.kind == kind.as_str()))
             .max_by_key(|event| event.id)
     }
 

@@ -52,6 +52,15 @@ pub enum Trigger {
     HolderExited { pid: u32, start_ticks: u64 },
 }
 
+impl Trigger {
+    /// Whether a pass for it may wait for the loop's pace: a file change or lost events may
+    /// (a storm of writes is gathered a few times a second, not once per write); a holder's
+    /// exit may not — a death is shown at once.
+    pub fn can_wait(&self) -> bool {
+        matches!(self, Trigger::Changed(_) | Trigger::Rescan)
+    }
+}
+
 /// File watches and holder waits, feeding one sink. Dropping it stops the holder thread,
 /// closes every pidfd and stops notify's watcher (an event already in flight on notify's
 /// thread may still reach the sink).

@@ -29,6 +29,56 @@ use crate::core::{Evidence, LockHolder, Reading};
 
 pub use count::LineCounter;
 
+/// Which of a job's sources something touched: a file event names one path, and re-reading
+/// only what that path feeds (a log's stamp, not the lock, its holder in `/proc` and the
+/// progress count beside it) is what keeps a storm of log writes cheap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Sources(u16);
+
+impl Sources {
+    pub const NONE: Sources = Sources(0);
+    pub const LOCK: Sources = Sources(1);
+    pub const RESOURCE_LOCK: Sources = Sources(1 << 1);
+    pub const KEPT_LOCK: Sources = Sources(1 << 2);
+    /// The log, its rotated predecessors, and `log_progress` read from it.
+    pub const LOG: Sources = Sources(1 << 3);
+    pub const PROGRESS_FILE: Sources = Sources(1 << 4);
+    pub const PROGRESS_TABLE: Sources = Sources(1 << 5);
+    pub const MANIFEST: Sources = Sources(1 << 6);
+    pub const MARKERS: Sources = Sources(1 << 7);
+    /// Everything, the processes found by their command line included: a whole gather.
+    pub const ALL: Sources = Sources(u16::MAX);
+
+    /// The sources that name a holder: only a change to one of them (or a whole gather) can
+    /// change which processes are waited on.
+    pub const HOLDERS: Sources = Sources(1 | 1 << 1 | 1 << 2);
+
+    pub fn intersects(self, other: Sources) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    pub fn contains(self, other: Sources) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for Sources {
+    type Output = Sources;
+    fn bitor(self, other: Sources) -> Sources {
+        Sources(self.0 | other.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Sources {
+    fn bitor_assign(&mut self, other: Sources) {
+        self.0 |= other.0;
+    }
+}
+
 /// Gathers evidence for jobs, remembering what it has counted so far, so that a progress file
 /// is counted incrementally (within one process, and across processes from the counts the
 /// engine keeps in `state_dir`), and what each log last held, so that a rotation is carried
@@ -215,6 +265,73 @@ impl Prober {
                 .iter()
                 .map(|marker| marker::read_marker(&marker.path))
                 .collect(),
+        }
+    }
+}
+
+impl Prober {
+    /// Reads again the `sources` of `job` into `seen`, the job's evidence from its last
+    /// gather, and keeps the rest as it was: what a file event names changed, and nothing
+    /// else of the job did (a holder's exit is its own trigger, and the processes found by
+    /// their command line are looked for on their own timer). `lock` is the lock's reading
+    /// when `sources` holds [`Sources::LOCK`]. [`Sources::ALL`] is a whole gather.
+    pub fn regather(
+        &mut self,
+        job: &JobSpec,
+        seen: &mut Evidence,
+        sources: Sources,
+        lock: Option<Reading<LockHolder>>,
+    ) {
+        if sources.contains(Sources::LOCK) {
+            seen.lock = lock;
+        }
+        if sources.contains(Sources::RESOURCE_LOCK) {
+            seen.resource_lock = match (&job.resource_lock, &job.lock) {
+                (Some(resource), Some(own)) if resource == own => None,
+                (Some(resource), _) => Some(Box::new(lock::read_lock_as(
+                    resource,
+                    safe_open::Role::ResourceLock,
+                ))),
+                (None, _) => None,
+            };
+        }
+        if sources.contains(Sources::KEPT_LOCK) {
+            seen.kept_lock = job
+                .kept_lock
+                .as_deref()
+                .filter(|_| !matches!(seen.process, Some(Reading::Found(_))))
+                .map(|kept| Box::new(lock::read_lock_as(kept, safe_open::Role::KeptLock)));
+        }
+        if sources.contains(Sources::LOG)
+            && let Some(path) = job.log.as_deref()
+        {
+            let log = self.logs.read(path);
+            seen.log_missing = log.missing.clone();
+            seen.log = Some(log.stamp);
+            if let Some(spec) = &job.log_progress {
+                seen.log_progress = Some(Box::new(self.log_progress.read(path, spec)));
+            }
+        }
+        if sources.contains(Sources::PROGRESS_FILE)
+            && let Some(path) = job.progress_file.as_deref()
+        {
+            seen.progress_file = Some(self.counter.count(path));
+        }
+        if sources.contains(Sources::PROGRESS_TABLE) {
+            seen.progress_table = job.progress_table.as_ref().map(table::read_progress_table);
+        }
+        if sources.contains(Sources::MANIFEST) {
+            seen.manifest = job
+                .manifest
+                .as_deref()
+                .map(|path| Box::new(manifest::read_manifest(path)));
+        }
+        if sources.contains(Sources::MARKERS) {
+            seen.markers = job
+                .markers
+                .iter()
+                .map(|marker| marker::read_marker(&marker.path))
+                .collect();
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
 use crate::effect;
-use crate::engine::live::{Arrivals, Live, Reload, next_batch};
+use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::log_tail;
@@ -126,6 +126,8 @@ async fn event_loop(
     let mut told: BTreeSet<(String, EscalationKind)> = BTreeSet::new();
     // Loads of the jobs file not yet recorded in the event log.
     let mut unrecorded: Vec<Reload> = Vec::new();
+    // File events redraw at most ten times a second; keys and deaths at once.
+    let mut pace = Pace::new();
 
     loop {
         let pending: Vec<Command> = commands.drain(..).flatten().collect();
@@ -278,7 +280,13 @@ async fn event_loop(
             .into_iter()
             .flatten()
             .min();
-        let batch = next_batch(&mut inbox, deadline, |i| matches!(i, Input::Trigger(_))).await;
+        let batch = pace
+            .next_batch(
+                &mut inbox,
+                deadline,
+                |i| matches!(i, Input::Trigger(trigger) if trigger.can_wait()),
+            )
+            .await;
 
         let mut arrivals = Arrivals::default();
         for input in batch {
@@ -305,6 +313,10 @@ async fn event_loop(
                 Input::Signal => {
                     save_seen(&looked_file, &model);
                     return Ok(());
+                }
+                // File events that came with a death wait for the next paced pass.
+                Input::Trigger(trigger) if pace.came_early() && trigger.can_wait() => {
+                    let _ = sender.send(Input::Trigger(trigger));
                 }
                 Input::Trigger(trigger) => live.note(&mut arrivals, trigger),
                 Input::Checks(result) => live.note_check(&mut arrivals, result),

@@ -116,6 +116,7 @@ async fn serve(
     screen: &mut terminal::Screen,
 ) -> Result<(), String> {
     let mut commands: Vec<Option<FleetCommand>> = Vec::new();
+    let mut pace = crate::engine::live::Pace::new();
     loop {
         for command in std::mem::take(&mut commands).into_iter().flatten() {
             match command {
@@ -150,7 +151,7 @@ async fn serve(
             model.dirty = false;
         }
         let deadline = model.next_silence();
-        let batch = crate::engine::live::next_batch(inbox, deadline, |_| false).await;
+        let batch = pace.next_batch(inbox, deadline, |_| false).await;
         let now = Utc::now();
         for input in batch {
             let msg = match input {
