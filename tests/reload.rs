@@ -290,12 +290,25 @@ fn saves_in_place_as_fast_as_a_script_makes_them_are_never_refused_as_empty() {
         .unwrap();
     assert!(writer.success(), "the writer failed");
     // The last save is `one`: once it is in force, every save has been read.
-    wait_until("the last save is loaded", Duration::from_secs(20), || {
-        events(&state, "config-reloaded")
-            .last()
-            .and_then(|e| e.reason.clone())
-            .is_some_and(|reason| reason.contains("1 job"))
-    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let loads = events(&state, "config-reloaded");
+        let last = loads.last().and_then(|e| e.reason.clone());
+        if last.as_deref().is_some_and(|reason| reason.contains("1 job")) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let stderr = fs::read_to_string(dir.path().join("watch.stderr")).unwrap_or_default();
+            panic!(
+                "the last save (1 job) was never loaded: {} loads, the last {:?}, {} refused; \
+                 the watcher said:\n{stderr}",
+                loads.len(),
+                last,
+                events(&state, "config-refused").len()
+            );
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
     let reloaded = events(&state, "config-reloaded").len();
     let refused = events(&state, "config-refused");
     assert!(
