@@ -14,8 +14,9 @@ use chrono::Utc;
 
 use crate::config::Config;
 use crate::core::decision::{ApprovalPlan, Decision, checked_reason};
+use crate::core::decision::{Outcome, OutcomeKind};
 use crate::core::text::inert;
-use crate::effect::{self, Outcome, OutcomeKind};
+use crate::engine::decide as effect;
 use crate::engine::{Action, Engine};
 use crate::store::{Actor, ApprovalState, Store};
 
@@ -273,7 +274,7 @@ fn confirm_and_execute(
                 "mihari: no terminal to ask on: pass --yes to {} without asking",
                 decision.verb()
             );
-            return finish(effect::decline(decision, config, Actor::Operator), out);
+            return finish(effect::decline(decision, config), out);
         }
         let prompt = match ask {
             Ask::YesNo => format!("{} '{}'? [y/N] ", decision.verb(), decision.job()),
@@ -293,7 +294,7 @@ fn confirm_and_execute(
             Ask::TypeJobId => answer == decision.job(),
         };
         if !confirmed {
-            return finish(effect::decline(decision, config, Actor::Operator), out);
+            return finish(effect::decline(decision, config), out);
         }
     }
     finish(effect::execute(decision, config, actor(yes)), out)

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
-use crate::effect;
+use crate::engine::decide as effect;
 use crate::engine::live::{Arrivals, Live, Reload, next_batch};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
@@ -216,7 +216,7 @@ async fn event_loop(
                     });
                 }
                 Command::Decline(decision) => {
-                    let outcome = effect::decline(&decision, live.engine.config(), Actor::Operator);
+                    let outcome = effect::decline(&decision, live.engine.config());
                     commands.push(update(&mut model, Msg::Outcome(outcome.message)));
                 }
                 Command::LoadEvents { job } => {
