@@ -382,7 +382,7 @@ fn note(decision: &Decision, plan: &NotePlan, store: &mut Store) -> Outcome {
 }
 
 /// Records that the operator declined a proposed decision.
-pub fn decline(decision: &Decision, config: &Config) -> Outcome {
+fn decline(decision: &Decision, config: &Config) -> Outcome {
     let message = format!(
         "{} of '{}' declined: nothing was done",
         decision.verb(),
@@ -406,14 +406,9 @@ pub fn decline(decision: &Decision, config: &Config) -> Outcome {
     }
 }
 
-/// Records that a decision was refused before it could be proposed, with why.
+/// Records that a decision was refused before it could be proposed, with why, as `asker`'s.
 fn refused(job: &str, verb: &str, why: &str, config: &Config, asker: Asker) -> NoQuestion {
-    NoQuestion::Refused(refuse(job, verb, why, config, asker.actor()))
-}
-
-/// Records that a decision was refused before it could be proposed, with why, as `actor`'s.
-pub fn refuse(job: &str, verb: &str, why: &str, config: &Config, actor: Actor) -> Outcome {
-    let recorded = Store::open(&config.settings.state_dir, actor).and_then(|mut store| {
+    let recorded = Store::open(&config.settings.state_dir, asker.actor()).and_then(|mut store| {
         store.append(
             NewEvent::new(Kind::Refused)
                 .job(job)
@@ -421,13 +416,13 @@ pub fn refuse(job: &str, verb: &str, why: &str, config: &Config, actor: Actor) -
         )
     });
     let message = format!("{verb} of '{job}' refused: {why}");
-    match recorded {
+    NoQuestion::Refused(match recorded {
         Ok(_) => Outcome::new(OutcomeKind::Refused, message),
         Err(error) => Outcome::new(
             OutcomeKind::Refused,
             format!("{message} (not recorded: {error})"),
         ),
-    }
+    })
 }
 
 /// Writes `confirmed` before the effect starts; an error here stops the effect.
