@@ -21,14 +21,15 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::State;
 use crate::core::decision::{Cooldown, Decision, RestartPlan};
+use crate::core::decision::{Outcome, OutcomeKind};
 use crate::core::digest::cut_counted_from;
 use crate::core::escalate::{Condition, EscalationKind, NO_JOB};
 use crate::core::watch::{Brain, PASS_BEAT_SEC, Pass, category, paused_digest};
+use crate::effect;
 use crate::effect::notify::{Finished, Notice, Notifier};
 use crate::effect::recorder::{Cut, Recorder};
 use crate::effect::textfile::Textfile;
 use crate::effect::watch_lock::{self, Acquired};
-use crate::effect::{self, Outcome, OutcomeKind};
 use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor, Snapshot};
@@ -742,7 +743,7 @@ async fn watch_forever(
             let config = live.engine.config().clone();
             let sender = sender.clone();
             tokio::task::spawn_blocking(move || {
-                let outcome = effect::execute(&decision, &config, Actor::Watcher);
+                let outcome = crate::engine::decide::execute(&decision, &config, Actor::Watcher);
                 let _ = sender.send(Input::Restarted(decision.job().to_string(), outcome));
             });
         }
@@ -881,7 +882,7 @@ fn one_pass(config: Config, store: &mut Recorder, interval_sec: u64) -> ExitCode
     });
     let (decisions, _) = watcher.pass(&live, &snapshot, store, now);
     for decision in decisions {
-        let outcome = effect::execute(&decision, &config, Actor::Watcher);
+        let outcome = crate::engine::decide::execute(&decision, &config, Actor::Watcher);
         println!("{}", crate::core::text::inert(&outcome.message));
         watcher.outcome(decision.job(), &outcome, store);
     }

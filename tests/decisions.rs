@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use mihari::core::decision::Decision;
-use mihari::effect::{self, OutcomeKind};
+use mihari::core::decision::{Decision, Outcome, OutcomeKind};
+use mihari::engine::decide;
 use mihari::engine::{Action, Engine};
 use mihari::store::{Actor, ClaimState, EventFilter, Store};
 use nix::sys::signal::{Signal, kill, killpg};
@@ -149,7 +149,7 @@ fn restart_at_once(
     config: &mihari::config::Config,
     jobs: &[&'static str],
     actor: Actor,
-) -> Vec<(String, effect::Outcome)> {
+) -> Vec<(String, Outcome)> {
     let barrier = Arc::new(Barrier::new(jobs.len()));
     let handles: Vec<_> = jobs
         .iter()
@@ -164,7 +164,7 @@ fn restart_at_once(
                 barrier.wait();
                 (
                     decision.key().to_string(),
-                    effect::execute(&decision, &config, actor),
+                    decide::execute(&decision, &config, actor),
                 )
             })
         })
@@ -616,7 +616,7 @@ fn a_release_whose_file_changed_since_the_dialog_removes_nothing() {
         before.replace("run-1", "run-2"),
     )
     .unwrap();
-    let outcome = effect::execute(&decision, &config, Actor::Operator);
+    let outcome = decide::execute(&decision, &config, Actor::Operator);
     assert_eq!(outcome.result, OutcomeKind::Refused, "{outcome:?}");
     assert!(outcome.message.contains("changed"), "{}", outcome.message);
     assert!(sandbox.path("collect.lock").exists());
@@ -652,7 +652,7 @@ fn a_release_racing_a_writer_never_removes_the_writers_file() {
                 fs::rename(&temp, &lock).unwrap();
             })
         };
-        let _ = effect::execute(&decision, &config, Actor::Operator);
+        let _ = decide::execute(&decision, &config, Actor::Operator);
         writer.join().unwrap();
         let now_there = fs::read_to_string(&lock).unwrap_or_default();
         assert_eq!(
@@ -810,7 +810,7 @@ fn a_claimer_killed_between_its_fork_and_its_record_never_lets_the_key_spawn_aga
         "killed too late"
     );
 
-    let outcome = effect::execute(&stale, &config, Actor::Operator);
+    let outcome = decide::execute(&stale, &config, Actor::Operator);
     assert_eq!(outcome.result, OutcomeKind::Duplicate, "{outcome:?}");
     let kinds = sandbox.kinds();
     assert_eq!(

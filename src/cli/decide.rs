@@ -1,10 +1,11 @@
 //! The human decisions from a shell: `restart`, `release`, `release-marker`, `pause`,
 //! `resume`, `ack`, `approval approve|deny`.
 //!
-//! Each command proposes the same decision the dashboard's dialog would, prints what the
-//! dialog shows, asks on the terminal (or takes `--yes`), and hands the decision to the one
-//! executor. Nothing here performs an effect. Exit codes: 0 done, 1 not done (declined,
-//! refused, suppressed, duplicate), 2 tried and failed, 3 bad config or store.
+//! Each command only asks and shows: it asks the engine's one way through
+//! ([`crate::engine::decide`]) for the same decision the dashboard's dialog would propose,
+//! prints what it will do, asks on the terminal (or takes `--yes`), and hands the answer back
+//! to the engine, which carries it out and says what became of it. Exit codes: 0 done, 1 not
+//! done (declined, refused, suppressed, duplicate), 2 tried and failed, 3 bad config or store.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -12,23 +13,10 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 
-use crate::config::Config;
-use crate::core::decision::{ApprovalPlan, Decision, checked_reason};
+use crate::core::decision::{Decision, EXIT_BAD_INPUT, Outcome, checked_reason};
 use crate::core::text::inert;
-use crate::effect::{self, Outcome, OutcomeKind};
-use crate::engine::{Action, Engine};
-use crate::store::{Actor, ApprovalState, Store};
-
-pub const EXIT_DONE: u8 = 0;
-pub const EXIT_NOT_DONE: u8 = 1;
-pub const EXIT_FAILED: u8 = 2;
-pub const EXIT_BAD_INPUT: u8 = 3;
-
-/// How the operator confirms: typing `y`, or typing the job id (approvals).
-enum Ask {
-    YesNo,
-    TypeJobId,
-}
+use crate::engine::Action;
+use crate::engine::decide::{self, Answer, Asker, NoQuestion, Request};
 
 /// `mihari restart JOB [--yes]`.
 pub fn restart(config: Option<&Path>, job: &str, yes: bool, out: &mut impl Write) -> ExitCode {
@@ -74,8 +62,8 @@ pub fn release_marker(
     yes: bool,
     out: &mut impl Write,
 ) -> ExitCode {
-    let (config, engine) = match prepared(config, job, yes) {
-        Ok(prepared) => prepared,
+    let engine = match prepared(config, job) {
+        Ok(engine) => engine,
         Err(code) => return code,
     };
     // A bare name is matched against the markers' file names; a relative path is taken from
@@ -90,39 +78,26 @@ pub fn release_marker(
             .filter(|part| !matches!(part, std::path::Component::CurDir))
             .collect::<std::path::PathBuf>()
     });
-    match engine.propose_marker(job, absolute.as_deref(), false, Utc::now()) {
-        Ok(decision) => confirm_and_execute(&decision, &config, yes, Ask::YesNo, out),
-        Err(why) => finish(
-            effect::refuse(job, "release marker", &why, &config, actor(yes)),
-            out,
-        ),
-    }
+    let request = Request::Marker {
+        job,
+        path: absolute.as_deref(),
+        first_stale: false,
+    };
+    let proposed = decide::propose(&engine, request, asker(yes), Utc::now());
+    ask_and_answer(proposed, engine.config(), yes, out)
 }
 
 /// The jobs file loaded, the job known, the store usable, every job judged with its checks:
 /// what a decision from a shell starts from.
-fn prepared(config: Option<&Path>, job: &str, yes: bool) -> Result<(Config, Engine), ExitCode> {
+fn prepared(config: Option<&Path>, job: &str) -> Result<crate::engine::Engine, ExitCode> {
     let config = super::load_config(config)?;
-    if !config.jobs.iter().any(|j| j.id == job) {
-        let _ = writeln!(
-            io::stderr(),
-            "mihari: no job '{}' in '{}'",
-            inert(job),
-            config.source.display()
-        );
-        return Err(ExitCode::from(EXIT_BAD_INPUT));
-    }
-    // Every decision is recorded before its effect: without a usable store, nothing happens.
-    if let Err(error) = Store::open(&config.settings.state_dir, actor(yes)) {
-        let words = crate::engine::store_error_words(&config.settings.state_dir, &error);
-        let _ = writeln!(io::stderr(), "mihari: {words}");
-        return Err(ExitCode::from(EXIT_BAD_INPUT));
-    }
-    let mut engine = Engine::new(config.clone());
-    // Checks decide RED, and RED holds dispatch: judge with them, as the dashboard does.
-    engine.run_checks(None);
-    engine.refresh(None, Utc::now());
-    Ok((config, engine))
+    decide::engine_for(config, job).map_err(|no| said(&no))
+}
+
+/// Says on stderr why nothing is asked; its exit code.
+fn said(no: &NoQuestion) -> ExitCode {
+    let _ = writeln!(io::stderr(), "mihari: {}", no.words());
+    ExitCode::from(no.exit_code())
 }
 
 fn on_job(
@@ -133,28 +108,17 @@ fn on_job(
     yes: bool,
     out: &mut impl Write,
 ) -> ExitCode {
-    let (config, engine) = match prepared(config, job, yes) {
-        Ok(prepared) => prepared,
+    let engine = match prepared(config, job) {
+        Ok(engine) => engine,
         Err(code) => return code,
     };
-    let now = Utc::now();
-    let decision = match engine.propose(action, job, now) {
-        Ok(Decision::Pause(mut plan)) => {
-            plan.reason = reason.and_then(checked_reason).unwrap_or_default();
-            Decision::Pause(plan)
-        }
-        Ok(Decision::Acknowledge(mut plan)) => {
-            plan.reason = reason.and_then(checked_reason).unwrap_or_default();
-            Decision::Acknowledge(plan)
-        }
-        Ok(decision) => decision,
-        Err(why) => {
-            let verb = action.verb();
-            let outcome = effect::refuse(job, verb, &why, &config, actor(yes));
-            return finish(outcome, out);
-        }
+    let request = Request::Job {
+        action,
+        job,
+        reason,
     };
-    confirm_and_execute(&decision, &config, yes, Ask::YesNo, out)
+    let proposed = decide::propose(&engine, request, asker(yes), Utc::now());
+    ask_and_answer(proposed, engine.config(), yes, out)
 }
 
 /// `mihari approval approve KEY [--yes]`.
@@ -184,76 +148,28 @@ fn on_approval(
         Ok(config) => config,
         Err(code) => return code,
     };
-    let store = match Store::open(&config.settings.state_dir, actor(yes)) {
-        Ok(store) => store,
-        Err(error) => {
-            let _ = writeln!(io::stderr(), "mihari: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    let request = match store.approval(key) {
-        Ok(Some(request)) => request,
-        Ok(None) => {
-            let _ = writeln!(
-                io::stderr(),
-                "mihari: no approval request with key '{}' (see mihari approval list)",
-                inert(key)
-            );
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-        Err(error) => {
-            let _ = writeln!(io::stderr(), "mihari: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    drop(store);
-    let plan = ApprovalPlan {
-        job: request.job.clone(),
-        key: request.key.clone(),
-        step: inert(&request.step),
-        summary: inert(&request.summary),
-        reason: deny_reason.map(inert),
-        requested_by: request.requested_by.as_deref().map(inert),
-        requested: request.requested,
-    };
-    if request.state != ApprovalState::Pending {
-        let verb = if deny_reason.is_some() {
-            "deny"
-        } else {
-            "approve"
-        };
-        let why = format!("the request is already {}", request.state.as_str());
-        return finish(
-            effect::refuse(&request.job, verb, &why, &config, actor(yes)),
-            out,
-        );
-    }
-    let decision = match deny_reason {
-        Some(_) => Decision::Deny(plan),
-        None => Decision::Approve(plan),
-    };
-    confirm_and_execute(&decision, &config, yes, Ask::TypeJobId, out)
+    let proposed = decide::propose_by_key(&config, key, deny_reason, asker(yes));
+    ask_and_answer(proposed, &config, yes, out)
 }
 
-/// Who decides: `--yes` is a headless command (cli); answering a prompt is the operator.
-/// A `--yes` sent by a fleet screen is the operator who confirmed it there.
-fn actor(yes: bool) -> Actor {
-    if yes && crate::store::fleet_origin().is_none() {
-        Actor::Cli
-    } else {
-        Actor::Operator
-    }
+/// Who answers: `--yes` went ahead without asking; else the operator at the prompt.
+fn asker(yes: bool) -> Asker {
+    if yes { Asker::Ahead } else { Asker::Operator }
 }
 
-/// Prints what the decision will do, asks (unless `yes`), then executes or records the
-/// decline.
-fn confirm_and_execute(
-    decision: &Decision,
-    config: &Config,
+/// Prints what the proposed decision will do (or why none is proposed), asks (unless
+/// `yes`), and hands the answer to the engine; prints what became of it.
+fn ask_and_answer(
+    proposed: Result<Decision, NoQuestion>,
+    config: &crate::config::Config,
     yes: bool,
-    ask: Ask,
     out: &mut impl Write,
 ) -> ExitCode {
+    let decision = match proposed {
+        Ok(decision) => decision,
+        Err(NoQuestion::Refused(outcome)) => return finish(&outcome, out),
+        Err(no) => return said(&no),
+    };
     let _ = writeln!(out, "{} '{}':", decision.verb(), decision.job());
     // Times in the machine's zone, as on the dashboard.
     let zone = crate::probe::zone::Zone::machine();
@@ -265,45 +181,54 @@ fn confirm_and_execute(
         );
     }
     let _ = out.flush();
-    if !yes {
-        let stdin = io::stdin();
-        if !stdin.is_terminal() {
-            let _ = writeln!(
-                io::stderr(),
-                "mihari: no terminal to ask on: pass --yes to {} without asking",
-                decision.verb()
-            );
-            return finish(effect::decline(decision, config, Actor::Operator), out);
-        }
-        let prompt = match ask {
-            Ask::YesNo => format!("{} '{}'? [y/N] ", decision.verb(), decision.job()),
-            Ask::TypeJobId => format!(
-                "type the job id '{}' to {}, anything else cancels: ",
-                decision.job(),
-                decision.verb()
-            ),
-        };
-        let _ = write!(out, "{prompt}");
-        let _ = out.flush();
-        let mut answer = String::new();
-        let _ = stdin.lock().read_line(&mut answer);
-        let answer = answer.trim();
-        let confirmed = match ask {
-            Ask::YesNo => matches!(answer, "y" | "Y" | "yes"),
-            Ask::TypeJobId => answer == decision.job(),
-        };
-        if !confirmed {
-            return finish(effect::decline(decision, config, Actor::Operator), out);
-        }
-    }
-    finish(effect::execute(decision, config, actor(yes)), out)
+    let answer = if yes {
+        Answer::Confirmed
+    } else {
+        asked(&decision, out)
+    };
+    finish(&decide::answer(&decision, answer, asker(yes), config), out)
 }
 
-fn finish(outcome: Outcome, out: &mut impl Write) -> ExitCode {
+/// The operator's answer at the terminal: `y` confirms, or for an approval or a denial (never
+/// a single key press) the job id typed out.
+fn asked(decision: &Decision, out: &mut impl Write) -> Answer {
+    let type_job_id = matches!(decision, Decision::Approve(_) | Decision::Deny(_));
+    let stdin = io::stdin();
+    if !stdin.is_terminal() {
+        let _ = writeln!(
+            io::stderr(),
+            "mihari: no terminal to ask on: pass --yes to {} without asking",
+            decision.verb()
+        );
+        return Answer::NoTerminal;
+    }
+    let prompt = if type_job_id {
+        format!(
+            "type the job id '{}' to {}, anything else cancels: ",
+            decision.job(),
+            decision.verb()
+        )
+    } else {
+        format!("{} '{}'? [y/N] ", decision.verb(), decision.job())
+    };
+    let _ = write!(out, "{prompt}");
+    let _ = out.flush();
+    let mut answer = String::new();
+    let _ = stdin.lock().read_line(&mut answer);
+    let answer = answer.trim();
+    let confirmed = if type_job_id {
+        answer == decision.job()
+    } else {
+        matches!(answer, "y" | "Y" | "yes")
+    };
+    if confirmed {
+        Answer::Confirmed
+    } else {
+        Answer::Declined
+    }
+}
+
+fn finish(outcome: &Outcome, out: &mut impl Write) -> ExitCode {
     let _ = writeln!(out, "{}", inert(&outcome.message));
-    ExitCode::from(match outcome.result {
-        kind if kind.succeeded() => EXIT_DONE,
-        OutcomeKind::Failed => EXIT_FAILED,
-        _ => EXIT_NOT_DONE,
-    })
+    ExitCode::from(outcome.exit_code())
 }

@@ -1,5 +1,6 @@
 //! Decisions as values: what a human (or the watcher) may do about a job, proposed, shown,
-//! confirmed, then carried out by the one executor in `effect`.
+//! confirmed, then carried out by the engine's one way through (`engine::decide`), and what
+//! became of each ([`Outcome`]).
 //!
 //! A key press or a command produces a proposed [`Decision`] holding everything the
 //! confirmation shows and everything the executor needs: nothing is looked up again between
@@ -88,6 +89,79 @@ impl Decision {
             Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
                 &plan.key
             }
+        }
+    }
+}
+
+/// What became of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// The restart's new process holds the lock.
+    Verified,
+    Released,
+    Approved,
+    Denied,
+    /// The operator said no.
+    Declined,
+    /// A rule forbade it (holder alive or unknown, the file changed, no route left...).
+    Refused,
+    /// The workspace cooldown held it back.
+    Suppressed,
+    /// Someone else had already claimed it.
+    Duplicate,
+    /// It was tried and did not work (spawn error, lock not taken within the grace period).
+    Failed,
+    /// A decision whose whole effect is its record (a pause, a resume, an acknowledgement)
+    /// was recorded.
+    Recorded,
+}
+
+impl OutcomeKind {
+    /// Whether the decision's effect happened as intended.
+    pub fn succeeded(self) -> bool {
+        matches!(
+            self,
+            OutcomeKind::Verified
+                | OutcomeKind::Released
+                | OutcomeKind::Approved
+                | OutcomeKind::Denied
+                | OutcomeKind::Recorded
+        )
+    }
+}
+
+/// The exit code of a decision that was done.
+pub const EXIT_DONE: u8 = 0;
+/// The exit code of a decision that was not done: declined, refused, suppressed, duplicate.
+pub const EXIT_NOT_DONE: u8 = 1;
+/// The exit code of a decision that was tried and failed.
+pub const EXIT_FAILED: u8 = 2;
+/// The exit code of a decision that could not be asked: a name that names nothing, a jobs
+/// file or a state store that cannot be used.
+pub const EXIT_BAD_INPUT: u8 = 3;
+
+/// A decision's result with its explanation in plain words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub result: OutcomeKind,
+    pub message: String,
+}
+
+impl Outcome {
+    pub fn new(result: OutcomeKind, message: impl Into<String>) -> Outcome {
+        Outcome {
+            result,
+            message: message.into(),
+        }
+    }
+
+    /// How a command that made this decision exits: 0 done, 1 not done (declined, refused,
+    /// suppressed, duplicate), 2 tried and failed.
+    pub fn exit_code(&self) -> u8 {
+        match self.result {
+            kind if kind.succeeded() => EXIT_DONE,
+            OutcomeKind::Failed => EXIT_FAILED,
+            _ => EXIT_NOT_DONE,
         }
     }
 }

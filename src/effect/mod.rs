@@ -1,13 +1,13 @@
-//! Effects: the one executor of decisions, and every side effect on jobs in its own file.
+//! Effects: every side effect on jobs, each in its own file.
 //!
-//! A dialog or a command only proposes a [`Decision`]; [`execute`] carries it out, and is the
-//! only place that does. Every decision is written to the event log before its effect starts
-//! — confirmed, declined, refused or suppressed — and the effect itself is guarded: a restart
-//! by its content-derived claim key and the workspace cooldown, a release by re-checking the
-//! file's identity right before removing it. `run` is the job-side wrapper (`mihari run`) and
-//! `output` its copy of the job's output into the log; `spawn` starts and verifies a restart;
-//! `release` removes a dead holder's lock; `recover` resolves claims whose claimer died
-//! mid-way.
+//! A decision reaches an effect only through the engine's one way through
+//! (`engine::decide`), which re-checks it and records it before calling here; nothing here
+//! asks, proposes or decides. Each effect is guarded where it acts: a restart by its
+//! content-derived claim key and the workspace cooldown ([`restart`]), a release by
+//! re-checking the file's identity right before removing it. `run` is the job-side wrapper
+//! (`mihari run`) and `output` its copy of the job's output into the log; `spawn` starts and
+//! verifies a restart; `release` removes a dead holder's lock; `recover` resolves claims
+//! whose claimer died mid-way.
 
 pub mod notify;
 pub mod output;
@@ -23,62 +23,8 @@ pub mod watch_lock;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::core::decision::{ApprovalPlan, Decision, NotePlan, RestartPlan, checked_reason};
-use crate::core::evidence::OperatorNote;
-use crate::store::{Actor, ClaimOutcome, ClaimState, Event, Kind, NewEvent, RestartClaim, Store};
-
-/// What became of a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutcomeKind {
-    /// The restart's new process holds the lock.
-    Verified,
-    Released,
-    Approved,
-    Denied,
-    /// The operator said no.
-    Declined,
-    /// A rule forbade it (holder alive or unknown, the file changed, no route left...).
-    Refused,
-    /// The workspace cooldown held it back.
-    Suppressed,
-    /// Someone else had already claimed it.
-    Duplicate,
-    /// It was tried and did not work (spawn error, lock not taken within the grace period).
-    Failed,
-    /// A decision whose whole effect is its record (a pause, a resume, an acknowledgement)
-    /// was recorded.
-    Recorded,
-}
-
-impl OutcomeKind {
-    /// Whether the decision's effect happened as intended.
-    pub fn succeeded(self) -> bool {
-        matches!(
-            self,
-            OutcomeKind::Verified
-                | OutcomeKind::Released
-                | OutcomeKind::Approved
-                | OutcomeKind::Denied
-                | OutcomeKind::Recorded
-        )
-    }
-}
-
-/// A decision's result with its explanation in plain words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub result: OutcomeKind,
-    pub message: String,
-}
-
-impl Outcome {
-    fn new(result: OutcomeKind, message: impl Into<String>) -> Outcome {
-        Outcome {
-            result,
-            message: message.into(),
-        }
-    }
-}
+use crate::core::decision::{Outcome, OutcomeKind, RestartPlan};
+use crate::store::{ClaimOutcome, ClaimState, Event, Kind, NewEvent, RestartClaim, Store};
 
 /// How long a restarted job has to take its lock before the restart counts as failed.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -108,39 +54,6 @@ pub fn mihari_binary() -> PathBuf {
     }
 }
 
-/// Carries out a confirmed decision as `actor`, recording everything in the store.
-pub fn execute(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
-    let mut store = match Store::open(&config.settings.state_dir, actor) {
-        Ok(store) => store,
-        Err(error) => {
-            return Outcome::new(
-                OutcomeKind::Failed,
-                format!("nothing was done: {error} (every decision is recorded first)"),
-            );
-        }
-    };
-    match decision {
-        Decision::Restart(plan) => restart(plan, config, &mut store),
-        Decision::Release(plan) => {
-            if let Err(error) = confirm(&mut store, decision) {
-                return error;
-            }
-            release::release(plan, &mut store)
-        }
-        Decision::ReleaseMarker(plan) => {
-            if let Err(error) = confirm(&mut store, decision) {
-                return error;
-            }
-            release::release_marker(plan, config, &mut store)
-        }
-        Decision::Approve(plan) => decide(plan, true, &mut store),
-        Decision::Deny(plan) => decide(plan, false, &mut store),
-        Decision::Pause(plan) | Decision::Resume(plan) | Decision::Acknowledge(plan) => {
-            note(decision, plan, &mut store)
-        }
-    }
-}
-
 /// Who the operator is, as a decision records it: the user name of this process's real
 /// user (`sudo` keeps the one who asked, in `$SUDO_USER`), else its uid.
 pub fn operator_name() -> String {
@@ -165,170 +78,10 @@ fn is_user_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '$'))
 }
 
-/// Carries out a pause, a resume or an acknowledgement: the event is the whole effect, and
-/// it is refused (and recorded as refused) when it would say nothing — a pause of a paused
-/// job, a resume of a running one, an acknowledgement without a reason.
-fn note(decision: &Decision, plan: &NotePlan, store: &mut Store) -> Outcome {
-    let verb = decision.verb();
-    let refuse = |store: &mut Store, why: String| {
-        let _ = store.append(
-            NewEvent::new(Kind::Refused)
-                .job(&plan.job)
-                .key(&plan.key)
-                .reason(format!("{verb} refused: {why}")),
-        );
-        Outcome::new(
-            OutcomeKind::Refused,
-            format!("{verb} of '{}' refused: {why}", plan.job),
-        )
-    };
-    let reason = checked_reason(&plan.reason);
-    if decision.needs_reason() && reason.is_none() {
-        return refuse(
-            store,
-            "a reason is required: say why (--reason)".to_string(),
-        );
-    }
-    // Read again right before recording: another operator may have paused or resumed it.
-    let paused = match store.last_event(Some(&plan.job), &[Kind::Paused, Kind::Resumed]) {
-        Ok(last) => last.filter(|e| e.kind == Kind::Paused.as_str()),
-        Err(error) => {
-            return Outcome::new(OutcomeKind::Failed, format!("nothing was done: {error}"));
-        }
-    };
-    let (kind, done) = match decision {
-        Decision::Pause(_) => {
-            if let Some(pause) = &paused {
-                let note = OperatorNote::from_words(
-                    pause.reason.as_deref().unwrap_or(""),
-                    pause.actor.as_str(),
-                    pause.at,
-                );
-                return refuse(
-                    store,
-                    format!(
-                        "it is already paused (by {} at {}: {})",
-                        note.by,
-                        note.at.format("%Y-%m-%d %H:%M:%S UTC"),
-                        note.reason
-                    ),
-                );
-            }
-            (
-                Kind::Paused,
-                "paused: nobody restarts it and nothing escalates it until `mihari resume`",
-            )
-        }
-        Decision::Resume(_) => {
-            if paused.is_none() {
-                return refuse(store, "it is not paused".to_string());
-            }
-            (Kind::Resumed, "resumed: judged again as usual")
-        }
-        _ => (
-            Kind::Acknowledged,
-            "acknowledged: its broken rules end here",
-        ),
-    };
-    let words = match &reason {
-        Some(reason) => OperatorNote::reason_words(&plan.by, reason),
-        None => format!("by {}", plan.by),
-    };
-    match store.append(NewEvent::new(kind).job(&plan.job).reason(words)) {
-        Ok(_) => Outcome::new(OutcomeKind::Recorded, format!("'{}' {done}", plan.job)),
-        Err(error) => Outcome::new(
-            OutcomeKind::Failed,
-            format!("nothing was done: the decision could not be recorded: {error}"),
-        ),
-    }
-}
-
-/// Records that the operator declined a proposed decision.
-pub fn decline(decision: &Decision, config: &Config, actor: Actor) -> Outcome {
-    let message = format!(
-        "{} of '{}' declined: nothing was done",
-        decision.verb(),
-        decision.job()
-    );
-    let recorded = Store::open(&config.settings.state_dir, actor).and_then(|mut store| {
-        store.append(
-            NewEvent::new(Kind::Declined)
-                .job(decision.job())
-                .key(decision.key())
-                .reason(format!("{} declined", decision.verb())),
-        )
-    });
-    match recorded {
-        Ok(_) => Outcome::new(OutcomeKind::Declined, message),
-        Err(error) => Outcome::new(
-            OutcomeKind::Declined,
-            format!("{message} (not recorded: {error})"),
-        ),
-    }
-}
-
-/// Records that a decision was refused before it could be proposed, with why.
-pub fn refuse(job: &str, verb: &str, why: &str, config: &Config, actor: Actor) -> Outcome {
-    let recorded = Store::open(&config.settings.state_dir, actor).and_then(|mut store| {
-        store.append(
-            NewEvent::new(Kind::Refused)
-                .job(job)
-                .reason(format!("{verb} refused: {why}")),
-        )
-    });
-    let message = format!("{verb} of '{job}' refused: {why}");
-    match recorded {
-        Ok(_) => Outcome::new(OutcomeKind::Refused, message),
-        Err(error) => Outcome::new(
-            OutcomeKind::Refused,
-            format!("{message} (not recorded: {error})"),
-        ),
-    }
-}
-
-/// Writes `confirmed` before the effect starts; an error here stops the effect.
-fn confirm(store: &mut Store, decision: &Decision) -> std::result::Result<(), Outcome> {
-    store
-        .append(
-            NewEvent::new(Kind::Confirmed)
-                .job(decision.job())
-                .key(decision.key())
-                .reason(format!("{} confirmed", decision.verb())),
-        )
-        .map(|_| ())
-        .map_err(|error| {
-            Outcome::new(
-                OutcomeKind::Failed,
-                format!("nothing was done: the decision could not be recorded: {error}"),
-            )
-        })
-}
-
-fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
-    // Claims left open by a claimer that died are resolved first, so they cannot block or
-    // double this one.
-    recover::recover(store, config);
-    // A pause made since the restart was proposed wins: nobody restarts a paused job.
-    if let Ok(Some(last)) = store.last_event(Some(&plan.job), &[Kind::Paused, Kind::Resumed])
-        && last.kind == Kind::Paused.as_str()
-    {
-        let _ = store.append(
-            NewEvent::new(Kind::Refused)
-                .job(&plan.job)
-                .key(&plan.key)
-                .reason("restart refused: the job was paused meanwhile"),
-        );
-        return Outcome::new(
-            OutcomeKind::Refused,
-            format!(
-                "restart of '{}' refused: it was paused meanwhile (mihari resume {})",
-                plan.job, plan.job
-            ),
-        );
-    }
-    if let Err(error) = confirm(store, &Decision::Restart(plan.clone())) {
-        return error;
-    }
+/// Carries out a restart that is confirmed and recorded (the engine re-checked it first):
+/// its claim and the workspace cooldown, the route, the spawn or the Slurm submit, and the
+/// verdict on it — each step recorded as it happens.
+pub fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcome {
     let workspace_hash = plan.cooldown.workspace_hash().map(str::to_string);
     // The claim and the cooldown in one transaction: a situation already claimed is a
     // duplicate whatever the cooldown, and two restarts in one workspace never both pass it.
@@ -688,44 +441,6 @@ fn fail(store: &mut Store, plan: &RestartPlan, pid: Option<u32>, why: &str) {
             .run(Some(&plan.run_id))
             .reason(why.to_string()),
     );
-}
-
-fn decide(plan: &ApprovalPlan, approve: bool, store: &mut Store) -> Outcome {
-    let verb = if approve { "approve" } else { "deny" };
-    match store.decide_approval(&plan.key, approve, plan.reason.as_deref()) {
-        Ok(Ok(decided)) => Outcome::new(
-            if approve {
-                OutcomeKind::Approved
-            } else {
-                OutcomeKind::Denied
-            },
-            format!(
-                "step '{}' of '{}' {}",
-                decided.step,
-                decided.job,
-                decided.state.as_str()
-            ),
-        ),
-        Ok(Err(current)) => {
-            let _ = store.append(
-                NewEvent::new(Kind::Refused)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .reason(format!(
-                        "{verb} refused: already {}",
-                        current.state.as_str()
-                    )),
-            );
-            Outcome::new(
-                OutcomeKind::Refused,
-                format!(
-                    "{verb} refused: the request is already {}",
-                    current.state.as_str()
-                ),
-            )
-        }
-        Err(error) => Outcome::new(OutcomeKind::Failed, format!("nothing was decided: {error}")),
-    }
 }
 
 /// Fault injection for the crash tests: sleeps this many milliseconds when the variable is

@@ -18,8 +18,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
 
-use super::{Outcome, OutcomeKind};
-use crate::core::decision::{FileIdentity, MarkerPlan, ReleasePlan};
+use crate::core::decision::{FileIdentity, MarkerPlan, Outcome, OutcomeKind, ReleasePlan};
 use crate::core::marker::{MarkerState, judge_marker};
 use crate::core::{Liveness, MarkerKind, Reading};
 use crate::probe::lock::read_lock;
@@ -62,7 +61,7 @@ fn words(path: &Path, error: OpenError, noun: &str) -> String {
     }
 }
 
-pub(super) fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
+pub fn release(plan: &ReleasePlan, store: &mut Store) -> Outcome {
     let refuse = |store: &mut Store, why: String| {
         let _ = store.append(
             NewEvent::new(Kind::Refused)
@@ -225,7 +224,7 @@ fn marker_identity_of(entry: &Entry) -> Result<(FileIdentity, MarkerKind), Strin
 /// must still be bare and past `stale_after_sec`), then renamed aside, checked to be exactly
 /// what the dialog showed, and removed — a folder only when empty. Anything else puts it back
 /// untouched. Every refusal and the release itself are recorded.
-pub(super) fn release_marker(
+pub fn release_marker(
     plan: &MarkerPlan,
     config: &crate::config::Config,
     store: &mut Store,

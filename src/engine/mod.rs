@@ -8,8 +8,10 @@
 //! which jobs a changed path belongs to, and the next moment a verdict can change by time
 //! alone. A state store that cannot be used or read is a fault on the snapshot (`check`
 //! says UNKNOWN), never an empty answer. It never draws and never blocks on a check: checks
-//! are handed out to run elsewhere.
+//! are handed out to run elsewhere. A decision goes one way through, in [`decide`]: proposed
+//! here, answered by whoever asked, then re-checked, recorded and carried out there.
 
+pub mod decide;
 pub mod live;
 mod record;
 pub mod triggers;

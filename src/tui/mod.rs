@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
-use crate::effect;
+use crate::engine::decide::{self, Answer, Asker, Request};
 use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
@@ -180,32 +180,30 @@ async fn event_loop(
                     }
                 }
                 Command::Propose { action, job } => {
-                    let engine = &live.engine;
-                    let proposed = engine.propose(action, &job, Utc::now()).map_err(|why| {
-                        let verb = action.verb();
-                        effect::refuse(&job, verb, &why, engine.config(), Actor::Operator).message
-                    });
+                    let request = Request::Job {
+                        action,
+                        job: &job,
+                        reason: None,
+                    };
+                    let proposed = propose(&live, request);
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
                 }
                 Command::ProposeApproval { job, key } => {
-                    let engine = &live.engine;
-                    let proposed = engine
-                        .propose_approval(Action::Approve, &job, &key, Utc::now())
-                        .map_err(|why| {
-                            effect::refuse(&job, "approve", &why, engine.config(), Actor::Operator)
-                                .message
-                        });
+                    let request = Request::Pending {
+                        action: Action::Approve,
+                        job: &job,
+                        key: &key,
+                    };
+                    let proposed = propose(&live, request);
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
                 }
                 Command::ProposeMarker { job, path } => {
-                    let engine = &live.engine;
-                    let proposed = engine
-                        .propose_marker(&job, Some(&path), false, Utc::now())
-                        .map_err(|why| {
-                            let verb = Action::ReleaseMarker.verb();
-                            effect::refuse(&job, verb, &why, engine.config(), Actor::Operator)
-                                .message
-                        });
+                    let request = Request::Marker {
+                        job: &job,
+                        path: Some(&path),
+                        first_stale: false,
+                    };
+                    let proposed = propose(&live, request);
                     commands.push(update(&mut model, Msg::Proposed(proposed)));
                 }
                 Command::Execute(decision) => {
@@ -213,12 +211,15 @@ async fn event_loop(
                     let config = live.engine.config().clone();
                     let sender = sender.clone();
                     tokio::task::spawn_blocking(move || {
-                        let outcome = effect::execute(&decision, &config, Actor::Operator);
+                        let outcome =
+                            decide::answer(&decision, Answer::Confirmed, Asker::Operator, &config);
                         let _ = sender.send(Input::Outcome(outcome.message));
                     });
                 }
                 Command::Decline(decision) => {
-                    let outcome = effect::decline(&decision, live.engine.config(), Actor::Operator);
+                    let config = live.engine.config();
+                    let outcome =
+                        decide::answer(&decision, Answer::Declined, Asker::Operator, config);
                     commands.push(update(&mut model, Msg::Outcome(outcome.message)));
                 }
                 Command::LoadEvents { job } => {
@@ -377,6 +378,13 @@ async fn event_loop(
         start_due_checks(&mut live, &sender, now);
         commands.push(update(&mut model, Msg::Tick(now)));
     }
+}
+
+/// The engine's proposal for what the operator asked, or why there is none (a refusal is
+/// recorded as the operator's), in words for the status line.
+fn propose(live: &Live, request: Request) -> Result<crate::core::decision::Decision, String> {
+    decide::propose(&live.engine, request, Asker::Operator, Utc::now())
+        .map_err(|no| no.words().to_string())
 }
 
 /// The status line's words for a load of the jobs file.
