@@ -294,7 +294,10 @@ fn saves_in_place_as_fast_as_a_script_makes_them_are_never_refused_as_empty() {
     loop {
         let loads = events(&state, "config-reloaded");
         let last = loads.last().and_then(|e| e.reason.clone());
-        if last.as_deref().is_some_and(|reason| reason.contains("1 job")) {
+        if last
+            .as_deref()
+            .is_some_and(|reason| reason.contains("1 job"))
+        {
             break;
         }
         if Instant::now() >= deadline {

@@ -26,7 +26,8 @@ fn demo(name: &str, parent: &Path, width: u16, height: u16, env: &str) -> (Tmux,
         sandbox.display()
     );
     let tmux = Tmux::start(name, width, height, &command);
-    tmux.wait_for(&["RESTART", "DISPATCH"], Duration::from_secs(30));
+    // The list is drawn (at 60x20 the demo's greeting pushes DISPATCH below the fold).
+    tmux.wait_for(&["RESTART", "DEAD_LOCK_STALE"], Duration::from_secs(30));
     (tmux, sandbox)
 }
 
@@ -309,9 +310,13 @@ fn the_log_view_stays_still_names_its_path_searches_and_hands_over_to_the_pager_
     let parent = tempfile::tempdir().unwrap();
     let (tmux, sandbox) = demo("log", parent.path(), 80, 24, "PAGER=less");
     tmux.keys(&["/", "gaps", "Enter", "l"]);
-    let path = sandbox.join("jobs/gaps.log").display().to_string();
+    let path = sandbox.join("jobs/gaps/gaps.log").display().to_string();
     tmux.wait_for(&["log of gaps: '", "fetched"], Duration::from_secs(10));
-    assert!(tmux.capture().contains(&path[..path.len().min(40)]));
+    let screen = tmux.capture();
+    assert!(
+        screen.contains(&path[..path.len().min(40)]),
+        "{path} not named:\n{screen}"
+    );
     // Scrolled up, the lines stay put while the job writes more.
     tmux.keys(&["k", "k", "k"]);
     thread::sleep(Duration::from_millis(300));

@@ -162,12 +162,13 @@ fn show_dashboard(keeper: &Keeper, exe: &Path, jobs_file: &Path) -> Result<u8, S
     Ok(keeper.wait_for(pid).unwrap_or(1))
 }
 
-/// What the dashboard says first, on its status line: that no watcher runs, and how to start
-/// one on the sandbox. The command comes first: at 80 columns it is whole for a temp sandbox.
+/// What the dashboard says first, on its status line (in place of the key bar until the
+/// first key): how to quit, that no watcher runs, and how to start one on the sandbox. The
+/// command comes early: at 80 columns it is whole for a temp sandbox.
 fn greeting(jobs_file: &Path) -> String {
     format!(
-        "no watcher: mihari watch --config {} starts one (the demo starts none: a watcher \
-         would restart 'crashed' by itself)",
+        "q quits · no watcher: mihari watch --config {} starts one (the demo starts none: \
+         one would restart 'crashed' by itself)",
         jobs_file.display()
     )
 }
