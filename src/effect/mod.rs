@@ -232,55 +232,7 @@ pub fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcom
             None => Err(error),
         },
     };
-    match verdict {
-        Ok(how) => {
-            let _ = store.advance_claim(
-                &plan.key,
-                ClaimState::Spawned,
-                ClaimState::Verified,
-                None,
-                None,
-                NewEvent::new(Kind::Verified)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .run(Some(&plan.run_id))
-                    .reason(how.clone()),
-            );
-            Outcome::new(
-                OutcomeKind::Verified,
-                format!("'{}' restarted: {how}", plan.job),
-            )
-        }
-        Err(error) => {
-            let _ = store.advance_claim(
-                &plan.key,
-                ClaimState::Spawned,
-                ClaimState::Failed,
-                None,
-                Some(&error),
-                NewEvent::new(Kind::Failed)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .run(Some(&plan.run_id))
-                    .reason(error.clone()),
-            );
-            // The attempts of this episode, across its claim keys: each retry has a key of
-            // its own, and each must not say "attempt 1".
-            let attempts = store
-                .restart_failures_in_episode(Some(&plan.job))
-                .ok()
-                .and_then(|counts| counts.first().map(|(_, n)| *n))
-                .unwrap_or(1)
-                .max(1);
-            Outcome::new(
-                OutcomeKind::Failed,
-                format!(
-                    "restart of '{}' failed (attempt {attempts}): {error}",
-                    plan.job
-                ),
-            )
-        }
-    }
+    settle_claim(store, plan, "restarted", verdict)
 }
 
 /// The restart of a job Slurm runs, once claimed: its submit command (or requeue) runs and
@@ -328,42 +280,56 @@ fn restart_slurm(
             format!("{did} Slurm job {id} but could not record it: {error}"),
         );
     }
-    match slurm::verify(id, requeue, GRACE) {
-        Ok(how) => {
-            let _ = store.advance_claim(
-                &plan.key,
-                ClaimState::Spawned,
-                ClaimState::Verified,
-                None,
-                None,
-                NewEvent::new(Kind::Verified)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .run(Some(&plan.run_id))
-                    .reason(how.clone()),
-            );
-            Outcome::new(
-                OutcomeKind::Verified,
-                format!("'{}' {did}: {how}", plan.job),
-            )
-        }
+    let verdict = slurm::verify(id, requeue, GRACE)
+        .map_err(|error| format!("{did} Slurm job {id}, but {error}"));
+    settle_claim(store, plan, did, verdict)
+}
+
+/// Settles a spawned restart's claim with the verdict on it — verified, or failed with how
+/// many attempts this episode has made — records it and words the outcome ("'job' {did}:
+/// how").
+fn settle_claim(
+    store: &mut Store,
+    plan: &RestartPlan,
+    did: &str,
+    verdict: Result<String, String>,
+) -> Outcome {
+    let (to, kind, reason) = match &verdict {
+        Ok(how) => (ClaimState::Verified, Kind::Verified, how),
+        Err(error) => (ClaimState::Failed, Kind::Failed, error),
+    };
+    let _ = store.advance_claim(
+        &plan.key,
+        ClaimState::Spawned,
+        to,
+        None,
+        verdict.as_ref().err().map(String::as_str),
+        NewEvent::new(kind)
+            .job(&plan.job)
+            .key(&plan.key)
+            .run(Some(&plan.run_id))
+            .reason(reason.clone()),
+    );
+    match verdict {
+        Ok(how) => Outcome::new(
+            OutcomeKind::Verified,
+            format!("'{}' {did}: {how}", plan.job),
+        ),
         Err(error) => {
-            let error = format!("{did} Slurm job {id}, but {error}");
-            let _ = store.advance_claim(
-                &plan.key,
-                ClaimState::Spawned,
-                ClaimState::Failed,
-                None,
-                Some(&error),
-                NewEvent::new(Kind::Failed)
-                    .job(&plan.job)
-                    .key(&plan.key)
-                    .run(Some(&plan.run_id))
-                    .reason(error.clone()),
-            );
+            // The attempts of this episode, across its claim keys: each retry has a key of
+            // its own, and each must not say "attempt 1".
+            let attempts = store
+                .restart_failures_in_episode(Some(&plan.job))
+                .ok()
+                .and_then(|counts| counts.first().map(|(_, n)| *n))
+                .unwrap_or(1)
+                .max(1);
             Outcome::new(
                 OutcomeKind::Failed,
-                format!("restart of '{}' failed: {error}", plan.job),
+                format!(
+                    "restart of '{}' failed (attempt {attempts}): {error}",
+                    plan.job
+                ),
             )
         }
     }

@@ -18,7 +18,7 @@ use super::triggers::{Sink, Trigger, Triggers};
 use super::{CheckResultFor, ConfigChange, DueCheck, Engine, Snapshot, Sources};
 use crate::config::{Config, ConfigError};
 use crate::core::text::inert;
-use crate::store::{Kind, NewEvent};
+use crate::store::{Actor, Kind, NewEvent, Store};
 
 /// How often holders that cannot be waited on through a pidfd are looked at again.
 const HOLDER_POLL: Duration = Duration::seconds(5);
@@ -535,6 +535,18 @@ impl Live {
                 self.last_refusal = Some(error);
                 None
             }
+        }
+    }
+
+    /// Records a load of the jobs file in the event log, unless a live watcher follows the
+    /// same file and records it itself (one event per save, not one per process watching).
+    pub fn record_reload(&self, reload: &Reload) {
+        if self.engine.watcher_pid().is_some() {
+            return;
+        }
+        let config = self.engine.config();
+        if let Ok(mut store) = Store::open(&config.settings.state_dir, Actor::Operator) {
+            let _ = store.append(reload.event(config.jobs.len()));
         }
     }
 

@@ -1548,6 +1548,14 @@ impl Engine {
         &self.watcher
     }
 
+    /// Marks digest `id` read for the operator (`digest-delivered`): whether it was unread
+    /// until now; an error in words when the store cannot be written.
+    pub fn mark_digest_read(&self, id: i64) -> Result<bool, String> {
+        Store::open(&self.config.settings.state_dir, Actor::Operator)
+            .and_then(|mut store| store.mark_digest_delivered(id))
+            .map_err(|e| e.to_string())
+    }
+
     /// The state store this engine reads, when it could be opened.
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()

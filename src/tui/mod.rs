@@ -32,7 +32,7 @@ use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::log_tail;
-use crate::store::{Actor, EventFilter};
+use crate::store::EventFilter;
 use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
 use view::view;
@@ -138,7 +138,7 @@ async fn event_loop(
                     save_seen(&looked_file, &model);
                     // A save seen in the same moment as the quit is still recorded.
                     for reload in unrecorded.drain(..) {
-                        record_reload(&live, &reload);
+                        live.record_reload(&reload);
                     }
                     return Ok(());
                 }
@@ -248,7 +248,7 @@ async fn event_loop(
         if model.quit {
             save_seen(&looked_file, &model);
             for reload in unrecorded.drain(..) {
-                record_reload(&live, &reload);
+                live.record_reload(&reload);
             }
             return Ok(());
         }
@@ -261,7 +261,7 @@ async fn event_loop(
         // Recorded once the new screen is out: the store's write (and its fsync) is not
         // between a save of the jobs file and the screen that shows it.
         for reload in unrecorded.drain(..) {
-            record_reload(&live, &reload);
+            live.record_reload(&reload);
         }
         if !settled {
             settled = true;
@@ -402,18 +402,6 @@ fn reload_message(live: &Live, reload: &Reload) -> Msg {
     })
 }
 
-/// Records a load of the jobs file in the event log, unless a live watcher follows the same
-/// file and records it itself (one event per save, not one per process watching).
-fn record_reload(live: &Live, reload: &Reload) {
-    if live.engine.watcher_pid().is_some() {
-        return;
-    }
-    let config = live.engine.config();
-    if let Ok(mut store) = crate::store::Store::open(&config.settings.state_dir, Actor::Operator) {
-        let _ = store.append(reload.event(config.jobs.len()));
-    }
-}
-
 /// Says on the status line when a folder cannot be watched.
 fn report_unwatched(live: &Live, model: &mut Model) {
     if let Some((folder, error)) = live.unwatched.first() {
@@ -521,10 +509,7 @@ const DIGESTS_SHOWN: usize = 14;
 
 /// Marks digest `id` read: `digest-delivered`.
 fn mark_digest_read(live: &Live, id: i64) -> String {
-    let config = live.engine.config();
-    match crate::store::Store::open(&config.settings.state_dir, Actor::Operator)
-        .and_then(|mut store| store.mark_digest_delivered(id))
-    {
+    match live.engine.mark_digest_read(id) {
         Ok(true) => format!("digest {id} marked read (digest-delivered recorded)"),
         Ok(false) => format!("digest {id} was already marked read"),
         Err(error) => format!("digest {id} could not be marked read: {error}"),
