@@ -382,14 +382,26 @@ fn frozen_download(preset: &str, argv: impl Fn(&str) -> Vec<String>) -> (Value, 
     (first_look, sandbox)
 }
 
+/// The last frames of the log at `path`, one a line, for a failure's message.
+fn last_frames(path: &Path) -> String {
+    let bytes = fs::read(path).unwrap_or_default();
+    let tail = &bytes[bytes.len().saturating_sub(1500)..];
+    String::from_utf8_lossy(tail).replace('\r', "\n")
+}
+
 #[test]
 fn curls_meter_redrawn_while_its_server_is_frozen_is_stalled_not_fresh() {
     let curl = tool("curl");
-    let (first_look, _sandbox) = frozen_download("curl", |url| {
+    let (first_look, sandbox) = frozen_download("curl", |url| {
         vec![curl.into(), "-o".into(), "/dev/null".into(), url.into()]
     });
     // curl prints the time it has spent in each frame: one look is enough to know.
-    assert_eq!(first_look["state"], "STALLED", "{first_look:#}");
+    assert_eq!(
+        first_look["state"],
+        "STALLED",
+        "{first_look:#}\nthe log's last frames:\n{}",
+        last_frames(&sandbox.path("fetch.log"))
+    );
     assert!(
         reasons(&first_look).contains("its meter redraws"),
         "{first_look:#}"

@@ -300,10 +300,14 @@ impl Live {
         })
     }
 
-    /// Gathers everything once and starts following it.
+    /// Starts following everything, then gathers everything once. The watches come first:
+    /// a lock taken while the first gather reads (`mihari run` started beside `check
+    /// --follow` or a watcher) changes once, and a change before the watches were in place
+    /// would go unseen for good while the job's log kept the job looking alive and unheld.
     pub fn start(&mut self, now: DateTime<Utc>) -> Snapshot {
-        let mut snapshot = self.engine.refresh(None, now);
         self.follow();
+        let mut snapshot = self.engine.refresh(None, now);
+        self.follow_holders();
         self.mark(&mut snapshot);
         snapshot
     }
