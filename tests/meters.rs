@@ -414,6 +414,36 @@ fn curls_meter_redrawn_while_its_server_is_frozen_is_stalled_not_fresh() {
     );
 }
 
+/// The server frozen within curl's first second: the frozen figure was first drawn in a frame
+/// whose time spent is `--:--:--` (seen in CI: a first look said it could not tell, where
+/// curl's later frames said the figure had stood for 5 s).
+#[test]
+fn curls_download_frozen_in_its_first_second_is_stalled_at_a_first_look() {
+    let curl = tool("curl");
+    let server = Server::start(400_000_000);
+    let url = server.url();
+    let sandbox = Sandbox::new(&download_job("curl", &[curl, "-o", "/dev/null", &url]));
+    let mut run = sandbox.run("fetch");
+    // The first bytes, well inside curl's first second.
+    let log = sandbox.path("fetch.log");
+    let deadline = Instant::now() + PATIENCE;
+    while fs::read_to_string(&log).map_or(true, |text| !text.contains("381M")) {
+        assert!(Instant::now() < deadline, "curl never drew a frame");
+        thread::sleep(Duration::from_millis(20));
+    }
+    server.signal("-STOP");
+    // stall_sec is 4: six frames of curl's clock later, one look knows.
+    thread::sleep(Duration::from_millis(6500));
+    let first_look = sandbox.job_in("fetch", "first-look");
+    assert_eq!(
+        first_look["state"],
+        "STALLED",
+        "{first_look:#}\nthe log's last frames:\n{}",
+        last_frames(&log)
+    );
+    run.stop();
+}
+
 #[test]
 fn wgets_bar_redrawn_while_its_server_is_frozen_is_never_called_fresh() {
     let wget = tool("wget");

@@ -1513,13 +1513,13 @@ impl Progress {
         }
         let when = match oldest {
             Some(oldest) => format!(
-                "between {} and {} ago (its meter prints no clock, and the last look was \
+                "between {} and {} ago (its frames do not say when, and the last look was \
                  before it moved)",
                 fmt_secs(youngest),
                 fmt_secs(oldest)
             ),
             None => format!(
-                "at most {} ago, and nothing tells how much earlier (its meter prints no clock, \
+                "at most {} ago, and nothing tells how much earlier (its frames do not say when, \
                  and no earlier look saw it)",
                 fmt_secs(youngest)
             ),

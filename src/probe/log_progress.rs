@@ -471,7 +471,13 @@ fn scan(window: &[u8], from_start: bool, matcher: &Matcher<'_>) -> Option<Scan> 
         };
         if run_open && value == found.value && figure == found.newest.figure {
             found.run += 1;
-            found.run_clock = since(parsed.clock);
+            // The oldest frame of the run that prints a clock: curl draws `--:--:--` for its
+            // time spent in its first second, and a download frozen within it keeps the
+            // figure of such a frame; the clocked frames after it still say how long it
+            // stood, at least.
+            if let Some(clock) = since(parsed.clock) {
+                found.run_clock = Some(clock);
+            }
             found.run_starts_file = is_first_of_file;
         } else if run_open {
             run_open = false;
@@ -792,6 +798,29 @@ mod tests {
             frames("load 1.5%\n", Matcher::Percent).and_then(|f| f.percent),
             Some(1.5)
         );
+    }
+
+    /// curl against a server frozen 0.3 s in (captured here, curl 8): the figure stood from
+    /// a frame drawn in curl's first second, whose time spent is `--:--:--`.
+    #[test]
+    fn a_curl_download_frozen_in_its_first_second_stood_as_long_as_its_clock_says() {
+        let log = "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n\
+                   \x20                                Dload  Upload   Total   Spent    Left  Speed\n\
+                   \r  0     0    0     0    0     0      0      0 --:--:-- --:--:-- --:--:--     0\
+                   \r  0  381M    0  292k    0     0   450k      0  0:14:27 --:--:--  0:14:27  449k\
+                   \r  0  381M    0  292k    0     0   165k      0  0:39:26  0:00:01  0:39:25  165k\
+                   \r  0  381M    0  292k    0     0   102k      0  1:03:17  0:00:02  1:03:15  102k\
+                   \r  0  381M    0  292k    0     0  60081      0  1:50:57  0:00:04  1:50:53     0\
+                   \r  0  381M    0  292k    0     0  42024      0  2:38:38  0:00:06  2:38:32     0";
+        let found = scan(log.as_bytes(), true, &Matcher::Meter(meters::curl)).unwrap();
+        assert_eq!(found.run, 5);
+        assert_eq!(found.run_clock, Some(5.0));
+        // The frame before the run prints no clock: how much earlier it moved is not known.
+        assert_eq!(found.before_clock, None);
+        let modified = Utc::now();
+        let moved = found.into_reading(modified).moved.unwrap();
+        assert_eq!(moved.latest, modified - chrono::Duration::seconds(5));
+        assert_eq!(moved.earliest, None);
     }
 
     #[test]
