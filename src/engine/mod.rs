@@ -16,6 +16,8 @@ pub mod live;
 mod record;
 pub mod triggers;
 
+/// The event log as a front-end reads it: its events, and how to ask for some.
+pub use crate::store::{Event, EventFilter};
 pub use record::WatcherStatus;
 
 /// The watch lock's file name inside `state_dir`.
@@ -229,6 +231,15 @@ impl ConfigChange {
         }
         crate::core::text::inert(&parts.join("; "))
     }
+}
+
+/// The digests and each day's decisions, as the operator's digest view shows them.
+#[derive(Debug, Clone, Default)]
+pub struct DigestDays {
+    pub latest: Option<crate::core::digest::Digest>,
+    pub previous: Vec<crate::core::digest::Digest>,
+    pub pending: Vec<crate::core::digest::DigestItem>,
+    pub happened: HashMap<Option<i64>, Vec<Event>>,
 }
 
 /// A check that is due, owned so it can run on another thread while the engine goes on.
@@ -1546,6 +1557,65 @@ impl Engine {
     /// Whether a machine watcher watches, as last read.
     pub fn watcher(&self) -> &WatcherStatus {
         &self.watcher
+    }
+
+    /// The digests for the operator's digest view: the newest not yet delivered, up to
+    /// `shown` cut before it, the queue not cut yet, and the events of `kinds` (at most
+    /// `events` of them) by the digest whose day they fell in (`None`: since the last cut).
+    /// Each digest's day runs from the cut before it (or a day before it) to its own cut.
+    pub fn digest_days(
+        &self,
+        kinds: &[&str],
+        shown: usize,
+        events: usize,
+    ) -> Result<DigestDays, String> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or_else(|| "the state store is unavailable".to_string())?;
+        let all = store.digests(true).map_err(|e| e.to_string())?;
+        let pending = store.pending_digest().map_err(|e| e.to_string())?;
+        let latest = all.iter().find(|d| d.delivered.is_none()).cloned();
+        let previous: Vec<_> = all
+            .iter()
+            .filter(|d| latest.as_ref().is_none_or(|l| d.cut < l.cut))
+            .cloned()
+            .collect();
+        let mut cuts: Vec<(i64, DateTime<Utc>)> = all.iter().map(|d| (d.id, d.cut)).collect();
+        cuts.sort_by_key(|(_, cut)| *cut);
+        let day = chrono::Duration::days(1);
+        let oldest = cuts
+            .get(cuts.len().saturating_sub(shown + 1))
+            .map_or(Utc::now() - day, |(_, cut)| *cut - day);
+        let mut happened: HashMap<Option<i64>, Vec<Event>> = HashMap::new();
+        let found = store.events(&EventFilter {
+            since: Some(oldest),
+            last: Some(events),
+            ..EventFilter::default()
+        });
+        if let Ok(found) = found {
+            for event in found
+                .into_iter()
+                .filter(|e| kinds.contains(&e.kind.as_str()))
+            {
+                let window = cuts.iter().enumerate().find(|(at, (_, cut))| {
+                    let start = if *at == 0 { *cut - day } else { cuts[at - 1].1 };
+                    event.at > start && event.at <= *cut
+                });
+                let key = match window {
+                    Some((_, (id, _))) => Some(*id),
+                    None if cuts.last().is_none_or(|(_, cut)| event.at > *cut) => None,
+                    None => continue,
+                };
+                happened.entry(key).or_default().push(event);
+            }
+        }
+        Ok(DigestDays {
+            latest,
+            previous,
+            pending,
+            happened,
+        })
     }
 
     /// Marks digest `id` read for the operator (`digest-delivered`): whether it was unread

@@ -27,12 +27,12 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::auto::auto_restart;
 use crate::core::escalate::{Condition, EscalationKind, conditions};
+use crate::engine::EventFilter;
 use crate::engine::decide::{self, Answer, Asker, Request};
 use crate::engine::live::{Arrivals, Live, Pace, Reload};
 use crate::engine::triggers::Trigger;
 use crate::engine::{Action, CheckResultFor};
 use crate::probe::tail::log_tail;
-use crate::store::EventFilter;
 use model::{Command, Model, Msg, TAIL_LINES, update};
 use theme::Theme;
 use view::view;
@@ -452,54 +452,14 @@ fn escalations(live: &Live, snapshot: &crate::engine::Snapshot) -> Vec<Condition
 /// The digest view's content: the queue not cut yet, the newest undelivered digest and the
 /// digests before it, and each day's decisions and escalations from the event log.
 fn load_digest(live: &Live) -> Result<model::DigestView, String> {
-    let store = live
+    let days = live
         .engine
-        .store()
-        .ok_or_else(|| "the state store is unavailable".to_string())?;
-    let all = store.digests(true).map_err(|e| e.to_string())?;
-    let pending = store.pending_digest().map_err(|e| e.to_string())?;
-    let latest = all.iter().find(|d| d.delivered.is_none()).cloned();
-    let previous: Vec<_> = all
-        .iter()
-        .filter(|d| latest.as_ref().is_none_or(|l| d.cut < l.cut))
-        .cloned()
-        .collect();
-    // Each digest's day runs from the cut before it (or a day before it) to its own cut.
-    let mut cuts: Vec<(i64, DateTime<Utc>)> = all.iter().map(|d| (d.id, d.cut)).collect();
-    cuts.sort_by_key(|(_, cut)| *cut);
-    let day = chrono::Duration::days(1);
-    let oldest = cuts
-        .get(cuts.len().saturating_sub(DIGESTS_SHOWN + 1))
-        .map_or(Utc::now() - day, |(_, cut)| *cut - day);
-    let events = live.engine.events(&EventFilter {
-        since: Some(oldest),
-        last: Some(EVENTS_SHOWN * 10),
-        ..EventFilter::default()
-    });
-    let mut happened: std::collections::HashMap<Option<i64>, Vec<crate::store::Event>> =
-        Default::default();
-    if let Ok(events) = events {
-        for event in events
-            .into_iter()
-            .filter(|e| model::DECIDED_KINDS.contains(&e.kind.as_str()))
-        {
-            let window = cuts.iter().enumerate().find(|(at, (_, cut))| {
-                let start = if *at == 0 { *cut - day } else { cuts[at - 1].1 };
-                event.at > start && event.at <= *cut
-            });
-            let key = match window {
-                Some((_, (id, _))) => Some(*id),
-                None if cuts.last().is_none_or(|(_, cut)| event.at > *cut) => None,
-                None => continue,
-            };
-            happened.entry(key).or_default().push(event);
-        }
-    }
+        .digest_days(&model::DECIDED_KINDS, DIGESTS_SHOWN, EVENTS_SHOWN * 10)?;
     Ok(model::DigestView {
-        latest,
-        previous,
-        pending,
-        happened,
+        latest: days.latest,
+        previous: days.previous,
+        pending: days.pending,
+        happened: days.happened,
         scroll: 0,
     })
 }

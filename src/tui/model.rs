@@ -21,9 +21,9 @@ use crate::core::decision::Decision;
 use crate::core::digest::{Digest, DigestItem};
 use crate::core::escalate::Condition;
 use crate::core::{Assessment, Bucket, FileStamp, Reading};
+use crate::engine::Event;
 use crate::engine::{Action, Snapshot};
 use crate::probe::zone::Zone;
-use crate::store::Event;
 
 /// How long the rate history behind sparklines and ETAs reaches back.
 const HISTORY: Duration = Duration::minutes(15);

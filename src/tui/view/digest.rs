@@ -254,7 +254,7 @@ pub(super) fn digest_view(model: &Model, frame: &mut Frame, area: Rect) {
 /// A day's decisions and escalations, as the event log has them, under its digest.
 fn decided(
     model: &Model,
-    events: Option<&Vec<crate::store::Event>>,
+    events: Option<&Vec<crate::engine::Event>>,
     width: usize,
     lines: &mut Vec<Line<'static>>,
 ) {
