@@ -256,7 +256,7 @@ async fn event_loop(
             screen
                 .draw(|frame| view(&model, frame))
                 .map_err(|e| e.to_string())?;
-            model.dirty = false;
+            model.drawn();
         }
         // Recorded once the new screen is out: the store's write (and its fsync) is not
         // between a save of the jobs file and the screen that shows it.

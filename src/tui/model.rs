@@ -336,6 +336,10 @@ pub struct Model {
     /// Set by `update` when the screen must be drawn again.
     pub dirty: bool,
     pub quit: bool,
+    /// The next tick as worked out when the screen was last drawn ([`Model::drawn`]): what is
+    /// in view changes only with a change that draws again, and working it out builds the
+    /// whole list — at every pass of a write storm, and several times a tick for a farm.
+    tick_due: Option<DateTime<Utc>>,
 }
 
 /// What can happen to the dashboard.
@@ -529,6 +533,7 @@ impl Model {
             theme,
             zone: Zone::Utc,
             dirty: true,
+            tick_due: None,
             quit: false,
         }
     }
@@ -740,25 +745,22 @@ impl Model {
         ages
     }
 
-    /// What a tick can change on screen: the header clock and the shown ages, as displayed.
-    fn tick_signature(&self) -> (i64, Vec<i64>) {
-        let minute = self.now.timestamp().div_euclid(60);
-        let ages = self
-            .shown_ages()
-            .into_iter()
-            .map(|age| {
-                let step = age_step(age);
-                (age as i64).div_euclid(step) * step
-            })
-            .collect();
-        (minute, ages)
-    }
-
     /// The next moment the screen would read differently with nothing else happening: the
     /// header clock's minute, or a shown age crossing its display step. Ticks fall on
     /// wall-clock boundaries of the smallest step in view, so a hundred quiet jobs cost one
     /// wake-up per step, not one each; an age may show up to one step late.
     pub fn next_tick(&self) -> DateTime<Utc> {
+        self.tick_due.unwrap_or_else(|| self.work_out_next_tick())
+    }
+
+    /// The screen was drawn as the model now stands: the next tick is worked out once, for
+    /// every look at [`Model::next_tick`] until the next draw.
+    pub fn drawn(&mut self) {
+        self.dirty = false;
+        self.tick_due = Some(self.work_out_next_tick());
+    }
+
+    fn work_out_next_tick(&self) -> DateTime<Utc> {
         let step = self
             .shown_ages()
             .into_iter()
@@ -1067,10 +1069,11 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
         }
         Msg::Tick(now) => {
             if now > model.now {
-                // Draw only if something shown reads differently now.
-                let before = model.tick_signature();
+                // Draw when the next tick has come: a shown age crosses its step, or the
+                // header's minute turns.
+                let due = model.next_tick();
                 model.now = now;
-                if model.tick_signature() != before {
+                if now >= due {
                     model.dirty = true;
                 }
             }
