@@ -276,6 +276,9 @@ pub struct CheckResultFor {
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
+    /// Where the jobs that declare checks are in `config.jobs`: what is due is asked at every
+    /// pass, and a farm of 10,000 jobs with few checks need not be walked for it.
+    checked: Vec<usize>,
     prober: Prober,
     /// The latest outcome of each check, by (job id, check name).
     checks: HashMap<(String, String), CheckOutcome>,
@@ -383,6 +386,15 @@ impl Action {
     }
 }
 
+/// Where the jobs that declare checks are in `jobs`.
+fn checked_jobs(jobs: &[crate::config::JobSpec]) -> Vec<usize> {
+    jobs.iter()
+        .enumerate()
+        .filter(|(_, job)| !job.checks.is_empty())
+        .map(|(at, _)| at)
+        .collect()
+}
+
 impl Engine {
     pub fn new(config: Config) -> Self {
         let opened = open_store(&config.settings.state_dir);
@@ -396,6 +408,7 @@ impl Engine {
             .adopt(crate::store::readings::load(&config.settings.state_dir));
         Engine {
             paths,
+            checked: checked_jobs(&config.jobs),
             counts_kept_at: None,
             counts_fault: None,
             say_counts_fault: false,
@@ -622,6 +635,7 @@ impl Engine {
         self.checks.retain(|key, _| checks.contains(key));
         self.checks_out.retain(|key| checks.contains(key));
         self.paths = path_index(&config.jobs);
+        self.checked = checked_jobs(&config.jobs);
         self.config = config;
         self.evidence = if gathered { evidence } else { Vec::new() };
         change
@@ -691,7 +705,11 @@ impl Engine {
     pub fn due_checks(&self, now: Option<DateTime<Utc>>) -> Vec<DueCheck> {
         let default_cwd = self.config_folder();
         let mut due = Vec::new();
-        for job in self.config.jobs.iter() {
+        for job in self
+            .checked
+            .iter()
+            .filter_map(|&at| self.config.jobs.get(at))
+        {
             for check in &job.checks {
                 let last = self.checks.get(&(job.id.clone(), check.name.clone()));
                 let is_due = match (now, last) {

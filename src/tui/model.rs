@@ -256,6 +256,14 @@ fn index_jobs(jobs: &[JobSpec]) -> HashMap<String, usize> {
         .collect()
 }
 
+/// The width of the widest id of `jobs`, in characters.
+fn widest_id(jobs: &[JobSpec]) -> usize {
+    jobs.iter()
+        .map(|job| job.id.chars().count())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Everything the dashboard shows.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -267,6 +275,9 @@ pub struct Model {
     /// frame (the filter reads its owner), and a search of the list made a frame of a farm
     /// quadratic in its jobs.
     job_at: HashMap<String, usize>,
+    /// The width of the widest job id, in characters: the list's id column, as wide for
+    /// every row (worked out once a list, not once a frame over 10,000 rows).
+    id_chars: usize,
     /// The jobs file, shown when it declares no jobs.
     pub source: PathBuf,
     /// The latest snapshot from the engine; `None` until the first gather.
@@ -498,6 +509,7 @@ impl Model {
         Model {
             now,
             job_at: index_jobs(&jobs),
+            id_chars: widest_id(&jobs),
             jobs,
             source,
             snapshot: None,
@@ -555,6 +567,11 @@ impl Model {
     }
 
     /// The spec of job `id`.
+    /// The width of the widest job id, in characters.
+    pub fn id_chars(&self) -> usize {
+        self.id_chars
+    }
+
     pub fn job(&self, id: &str) -> Option<&JobSpec> {
         self.job_at
             .get(id)
@@ -1063,6 +1080,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Option<Command> {
         }
         Msg::Jobs(jobs) => {
             model.job_at = index_jobs(&jobs);
+            model.id_chars = widest_id(&jobs);
             model.jobs = jobs;
             model.dirty = true;
             None

@@ -180,15 +180,20 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(text).style(theme.dim()), inner);
         return;
     }
-    let id_width = rows
-        .iter()
-        .filter_map(|r| match r {
-            Row::Job(a) | Row::Approval(a, _) => Some(a.id.chars().count()),
-            Row::Heading { .. } | Row::Rule(_) => None,
-        })
-        .max()
-        .unwrap_or(8)
-        .clamp(8, 20);
+    // As wide for every row of the list; unfiltered, that is every job (known once a list,
+    // not counted once a frame over 10,000 rows).
+    let id_width = if model.filter.is_empty() {
+        model.id_chars()
+    } else {
+        rows.iter()
+            .filter_map(|r| match r {
+                Row::Job(a) | Row::Approval(a, _) => Some(a.id.chars().count()),
+                Row::Heading { .. } | Row::Rule(_) => None,
+            })
+            .max()
+            .unwrap_or(8)
+    }
+    .clamp(8, 20);
     let in_view: Vec<&Row> = rows.iter().skip(start).take(shown).collect();
     let widest = |text: &dyn Fn(&Assessment) -> String, title: &str| {
         in_view
