@@ -189,20 +189,7 @@ pub fn restart(plan: &RestartPlan, config: &Config, store: &mut Store) -> Outcom
     };
     let pid = child.id();
     fault_pause("MIHARI_FAULT_PAUSE_AFTER_FORK_MS");
-    let spawned = store.advance_claim(
-        &plan.key,
-        ClaimState::Claimed,
-        ClaimState::Spawned,
-        Some(pid),
-        None,
-        NewEvent::new(Kind::Spawned)
-            .job(&plan.job)
-            .key(&plan.key)
-            .run(Some(&plan.run_id))
-            .route(plan.route.as_deref())
-            .workspace_hash(workspace_hash)
-            .reason(format!("pid {pid}")),
-    );
+    let spawned = record_spawned(store, plan, pid, workspace_hash, format!("pid {pid}"));
     if let Err(error) = spawned {
         // The process runs; the record of it failed. Say so loudly rather than guess.
         return Outcome::new(
@@ -260,7 +247,33 @@ fn restart_slurm(
     };
     let (pid, id) = (submitted.pid, submitted.id);
     let did = if requeue { "requeued" } else { "submitted" };
-    let spawned = store.advance_claim(
+    let spawned = record_spawned(
+        store,
+        plan,
+        pid,
+        workspace_hash,
+        format!("pid {pid} {did} Slurm job {id}"),
+    );
+    if let Err(error) = spawned {
+        return Outcome::new(
+            OutcomeKind::Failed,
+            format!("{did} Slurm job {id} but could not record it: {error}"),
+        );
+    }
+    let verdict = slurm::verify(id, requeue, GRACE)
+        .map_err(|error| format!("{did} Slurm job {id}, but {error}"));
+    settle_claim(store, plan, did, verdict)
+}
+
+/// Records that a claimed restart spawned `pid` (`spawned`, with `reason`).
+fn record_spawned(
+    store: &mut Store,
+    plan: &RestartPlan,
+    pid: u32,
+    workspace_hash: Option<String>,
+    reason: String,
+) -> crate::store::Result<bool> {
+    store.advance_claim(
         &plan.key,
         ClaimState::Claimed,
         ClaimState::Spawned,
@@ -272,17 +285,8 @@ fn restart_slurm(
             .run(Some(&plan.run_id))
             .route(plan.route.as_deref())
             .workspace_hash(workspace_hash)
-            .reason(format!("pid {pid} {did} Slurm job {id}")),
-    );
-    if let Err(error) = spawned {
-        return Outcome::new(
-            OutcomeKind::Failed,
-            format!("{did} Slurm job {id} but could not record it: {error}"),
-        );
-    }
-    let verdict = slurm::verify(id, requeue, GRACE)
-        .map_err(|error| format!("{did} Slurm job {id}, but {error}"));
-    settle_claim(store, plan, did, verdict)
+            .reason(reason),
+    )
 }
 
 /// Settles a spawned restart's claim with the verdict on it — verified, or failed with how
