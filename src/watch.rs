@@ -774,9 +774,10 @@ async fn watch_forever(
                 &mut inbox,
                 Some(deadline),
                 |i| matches!(i, Input::Trigger(trigger) if trigger.can_wait()),
+                |i| matches!(i, Input::Trigger(trigger) if trigger.may_space()),
             )
             .await;
-        let mut arrivals = Arrivals::default();
+        let mut arrivals = Arrivals::holding_growth(pace.holds_growth());
         let mut restarted = false;
         for input in batch {
             match input {
@@ -818,7 +819,9 @@ async fn watch_forever(
         }
         let now = Utc::now();
         let reached = engine_deadline.is_some_and(|at| at <= now) || own <= now || restarted;
-        if let Some(fresh) = live.apply(arrivals, reached, now) {
+        let applied = live.apply(arrivals, reached, now);
+        pace.gathered_storm(live.gathered_storm());
+        if let Some(fresh) = applied {
             snapshot = fresh;
         } else if reached {
             snapshot = live.engine.reassess(now);

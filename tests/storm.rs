@@ -192,9 +192,23 @@ fn a_log_write_re_reads_the_log_alone_never_the_lock_and_its_holder_beside_it() 
 fn run_loop(
     live: &mut Live,
     inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Trigger>,
-    mut snapshot: mihari::engine::Snapshot,
+    snapshot: mihari::engine::Snapshot,
     done: impl Fn(&mihari::engine::Snapshot) -> bool,
 ) -> (usize, mihari::engine::Snapshot) {
+    run_costly_loop(live, inbox, snapshot, Duration::ZERO, done)
+}
+
+/// [`run_loop`], each pass that made a snapshot taking `cost` longer (as drawing a large
+/// screen does), and telling the pace what each pass gathered, as the front-ends do. The
+/// loop's own deadline (which a pass never waits past) is 500 ms, or 50 times the cost.
+fn run_costly_loop(
+    live: &mut Live,
+    inbox: &mut tokio::sync::mpsc::UnboundedReceiver<Trigger>,
+    mut snapshot: mihari::engine::Snapshot,
+    cost: Duration,
+    done: impl Fn(&mihari::engine::Snapshot) -> bool,
+) -> (usize, mihari::engine::Snapshot) {
+    let tick = (cost * 50).max(Duration::from_millis(500));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -204,15 +218,20 @@ fn run_loop(
     let guard = Instant::now() + Duration::from_secs(60);
     runtime.block_on(async {
         while !done(&snapshot) && Instant::now() < guard {
-            let deadline = Some(Utc::now() + chrono::Duration::milliseconds(500));
-            let batch = pace.next_batch(inbox, deadline, Trigger::can_wait).await;
-            let mut arrivals = Arrivals::default();
+            let deadline = Some(Utc::now() + chrono::TimeDelta::from_std(tick).unwrap());
+            let batch = pace
+                .next_batch(inbox, deadline, Trigger::can_wait, Trigger::may_space)
+                .await;
+            let mut arrivals = Arrivals::holding_growth(pace.holds_growth());
             for trigger in batch {
                 live.note(&mut arrivals, trigger);
             }
-            if let Some(fresh) = live.apply(arrivals, false, Utc::now()) {
+            let applied = live.apply(arrivals, false, Utc::now());
+            pace.gathered_storm(live.gathered_storm());
+            if let Some(fresh) = applied {
                 passes += 1;
                 snapshot = fresh;
+                std::thread::sleep(cost);
             }
         }
     });
@@ -261,6 +280,105 @@ fn a_storm_of_writes_to_one_log_is_gathered_once_per_pace_window_not_once_per_wr
         passes <= windows + 2,
         "{passes} passes in {elapsed:?}: at most one per {PACE:?}"
     );
+}
+
+#[test]
+fn a_storm_whose_passes_cost_more_is_gathered_less_often_and_a_death_still_at_once() {
+    // Passes for a storm of jobs writing on are spaced by what they cost: a pass of 40 ms (a
+    // large farm's gather and draw) is followed by forty times that, capped at 1 s, before
+    // the next one for them. At the plain pace (100 ms) the same 3 s would make some twenty.
+    let mut farm = Farm::new(2);
+    let (mut live, mut inbox) = farm.live();
+    let first = live.start(Utc::now());
+    // A storm is more than one job writing on: both logs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = ["job0.log", "job1.log"]
+        .into_iter()
+        .map(|log| {
+            let (log, stop) = (farm.path(log), stop.clone());
+            std::thread::spawn(move || storm(log, usize::MAX, Duration::from_millis(2), stop))
+        })
+        .collect();
+    let began = Instant::now();
+    let (passes, snapshot) = run_costly_loop(
+        &mut live,
+        &mut inbox,
+        first,
+        Duration::from_millis(40),
+        |_| began.elapsed() > Duration::from_secs(3),
+    );
+    let elapsed = began.elapsed();
+    assert!(passes > 0, "the storm made passes");
+    assert!(
+        passes as u128 <= elapsed.as_millis() / 1000 + 2,
+        "{passes} passes in {elapsed:?}, each 40 ms long: at most one a second"
+    );
+    // A death does not wait for the storm's spacing.
+    farm.holders[0].kill();
+    let killed = Instant::now();
+    let (_, seen) = run_costly_loop(
+        &mut live,
+        &mut inbox,
+        snapshot,
+        Duration::from_millis(40),
+        |snapshot| snapshot.assessment_of("job0").unwrap().state == State::DeadLockStale,
+    );
+    let waited = killed.elapsed();
+    assert_eq!(
+        seen.assessment_of("job0").unwrap().state,
+        State::DeadLockStale
+    );
+    assert!(
+        waited < Duration::from_millis(600),
+        "the death waited {waited:?}, as long as the storm's spacing"
+    );
+    // Nor does a lock taken in the storm: it is not a job writing on.
+    let holder = Holder::spawn();
+    let lock = farm.path("job0.lock");
+    let fresh = farm.path("job0.lock.new");
+    fs::write(&fresh, holder.lock_text()).expect("a new lock");
+    fs::rename(&fresh, &lock).expect("the lock replaced");
+    let taken = Instant::now();
+    let (_, seen) = run_costly_loop(
+        &mut live,
+        &mut inbox,
+        seen,
+        Duration::from_millis(40),
+        |snapshot| snapshot.assessment_of("job0").unwrap().state == State::Running,
+    );
+    let waited = taken.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().expect("a writer");
+    }
+    farm.holders.push(holder);
+    assert_eq!(seen.assessment_of("job0").unwrap().state, State::Running);
+    assert!(
+        waited < Duration::from_millis(600),
+        "the new lock waited {waited:?}, as long as the storm's spacing"
+    );
+    // What the passes for the death and the lock left to the storm's own pass is gathered:
+    // the last write of each log is seen.
+    let logs = [farm.path("job0.log"), farm.path("job1.log")];
+    let (_, last) = run_costly_loop(
+        &mut live,
+        &mut inbox,
+        seen,
+        Duration::from_millis(40),
+        |snapshot| {
+            ["job0", "job1"]
+                .iter()
+                .zip(&logs)
+                .all(|(job, log)| log_stamp(snapshot, job) == modified(log))
+        },
+    );
+    for (job, log) in ["job0", "job1"].iter().zip(&logs) {
+        assert_eq!(
+            log_stamp(&last, job),
+            modified(log),
+            "{job}'s last write is seen"
+        );
+    }
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mihari::engine::triggers::{HOLDER_THREAD_NAME, Trigger, Triggers};
+use mihari::engine::triggers::{FILE_THREAD_NAME, HOLDER_THREAD_NAME, Trigger, Triggers};
 use mihari::probe::proc;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -277,6 +277,114 @@ fn watching_the_same_paths_again_changes_nothing() {
     assert!(!before.contains(&changed(&log)), "{before:?}");
 }
 
+/// The masks of this process's inotify watches on `folder`, as the kernel lists them in the
+/// fdinfo of every inotify descriptor (`inotify wd:1 ino:… sdev:… mask:fce ignored_mask:0 …`).
+fn inotify_masks(folder: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = format!(
+        "ino:{:x}",
+        fs::metadata(folder).expect("stat the folder").ino()
+    );
+    let mut masks = Vec::new();
+    for entry in fs::read_dir("/proc/self/fdinfo")
+        .expect("list fdinfo")
+        .flatten()
+    {
+        let Ok(text) = fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for line in text
+            .lines()
+            .filter(|line| line.starts_with("inotify wd:"))
+            .filter(|line| line.split_whitespace().any(|field| field == inode))
+        {
+            let mask = line
+                .split_whitespace()
+                .find_map(|field| field.strip_prefix("mask:"))
+                .expect("a mask in the fdinfo line");
+            masks.push(u32::from_str_radix(mask, 16).expect("a hex mask"));
+        }
+    }
+    masks
+}
+
+#[test]
+fn a_watch_asks_for_changes_and_never_for_opens_or_reads() {
+    // A gather opens and reads every file it follows: were opens or reads asked for, the
+    // kernel would queue an event for each, and wake this process (and every other one
+    // watching the folder) once per file each gather reads. Asked of the kernel itself.
+    const IN_ACCESS: u32 = 0x1;
+    const IN_OPEN: u32 = 0x20;
+    const IN_CLOSE_NOWRITE: u32 = 0x10;
+    const IN_MODIFY: u32 = 0x2;
+    const IN_CLOSE_WRITE: u32 = 0x8;
+    const IN_CREATE: u32 = 0x100;
+    const IN_MOVED_TO: u32 = 0x80;
+    let (_dir, root) = temp();
+    let folder = root.join("a-folder-only-this-test-watches");
+    fs::create_dir(&folder).expect("make the folder");
+    let log = folder.join("job.log");
+    append(&log, "started\n");
+    assert!(inotify_masks(&folder).is_empty());
+    let (mut triggers, events) = triggers();
+    assert!(triggers.watch_paths(std::slice::from_ref(&log)).is_empty());
+    let masks = inotify_masks(&folder);
+    assert_eq!(masks.len(), 1, "one watch on the folder: {masks:x?}");
+    for mask in &masks[..] {
+        assert_eq!(
+            mask & (IN_ACCESS | IN_OPEN | IN_CLOSE_NOWRITE),
+            0,
+            "{mask:x}"
+        );
+    }
+    let wanted = IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO;
+    assert!(
+        masks.iter().any(|mask| mask & wanted == wanted),
+        "{masks:x?}"
+    );
+
+    // And reading the file wakes nothing.
+    for _ in 0..20 {
+        assert_eq!(fs::read_to_string(&log).expect("read"), "started\n");
+    }
+    let before = barrier(&events, &folder);
+    assert!(before.is_empty(), "reads made triggers: {before:?}");
+}
+
+#[test]
+fn a_folder_reached_by_two_paths_is_reported_under_both() {
+    // One folder, named directly by one job and through a symlink by another: the kernel
+    // makes one watch of the two, and each job must still hear of its file's change.
+    let (_dir, root) = temp();
+    let real = root.join("run-42");
+    fs::create_dir(&real).expect("make the folder");
+    std::os::unix::fs::symlink(&real, root.join("current")).expect("symlink");
+    let direct = real.join("job.log");
+    let linked = root.join("current").join("job.log");
+    append(&direct, "started\n");
+    let (mut triggers, events) = triggers();
+    assert!(
+        triggers
+            .watch_paths(&[direct.clone(), linked.clone()])
+            .is_empty()
+    );
+
+    append(&direct, "step 1\n");
+    let mut seen = expect(&events, &changed(&direct));
+    seen.extend(barrier(&events, &real));
+    assert!(seen.contains(&changed(&linked)), "{seen:?}");
+
+    // Following one path no more keeps the other's watch.
+    assert!(
+        triggers
+            .watch_paths(std::slice::from_ref(&linked))
+            .is_empty()
+    );
+    barrier(&events, &root.join("current"));
+    append(&direct, "step 2\n");
+    expect(&events, &changed(&linked));
+}
+
 /// A `sleep 30` that is killed and reaped when the test ends, pass or fail.
 struct Sleeper {
     child: Child,
@@ -480,7 +588,7 @@ fn thread_cpu_nanos(names: &[&str]) -> u64 {
 fn idle_triggers_use_no_cpu() {
     // A sanity bound on busy-looping, not a measure of speed: a thread that spins burns the
     // whole second; a thread blocked in poll burns nothing.
-    let names = [HOLDER_THREAD_NAME, "notify-rs inoti"];
+    let names = [HOLDER_THREAD_NAME, FILE_THREAD_NAME];
     let (_dir, root) = temp();
     let sleeper = Sleeper::spawn();
     let (mut triggers, _events) = triggers();

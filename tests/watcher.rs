@@ -1093,3 +1093,92 @@ fn a_watcher_whose_process_lives_but_whose_passes_stopped_is_called_stuck() {
         alive["watcher"]
     );
 }
+
+/// Applies every trigger that arrives within `quiet` of the last one (waiting at most
+/// `within` for the first) and returns the newest snapshot, if any pass made one.
+fn settle(
+    live: &mut mihari::engine::live::Live,
+    triggers: &std::sync::mpsc::Receiver<mihari::engine::triggers::Trigger>,
+    within: Duration,
+) -> Option<mihari::engine::Snapshot> {
+    let mut newest = None;
+    let mut wait = within;
+    while let Ok(trigger) = triggers.recv_timeout(wait) {
+        let mut arrivals = mihari::engine::live::Arrivals::default();
+        live.note(&mut arrivals, trigger);
+        if let Some(snapshot) = live.apply(arrivals, false, chrono::Utc::now()) {
+            newest = Some(snapshot);
+        }
+        wait = Duration::from_millis(300);
+    }
+    newest
+}
+
+#[test]
+fn a_watchers_beat_is_read_again_and_its_death_too() {
+    // The watch lock's time is the watcher's last pass: the dashboard reads it again at every
+    // beat (twice a minute) without reading every job's part of the store, so a beat that
+    // stops still turns the watcher STUCK, and its death still reads as one.
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    let watcher = sandbox.watch(&[]);
+    let lock = sandbox.path("state").join("watch.lock");
+    sandbox.wait_until(Duration::from_secs(20), "the watch lock", || {
+        fs::read_to_string(&lock).is_ok_and(|text| text.contains(&watcher.to_string()))
+    });
+    let config = mihari::config::load(&sandbox.path("jobs.yaml")).unwrap();
+    let (sender, triggers) = std::sync::mpsc::channel();
+    let sender = std::sync::Mutex::new(sender);
+    let mut live = mihari::engine::live::Live::new(
+        config,
+        std::sync::Arc::new(move |trigger| {
+            let _ = sender.lock().map(|sender| sender.send(trigger));
+        }),
+    )
+    .unwrap();
+    let first = live.start(chrono::Utc::now());
+    assert!(
+        matches!(first.watcher, mihari::engine::WatcherStatus::Alive { pid, .. } if pid == watcher),
+        "{:?}",
+        first.watcher
+    );
+
+    // Its last pass ten minutes ago, as a loop that stopped turning leaves it.
+    let stale = std::time::SystemTime::now() - Duration::from_secs(600);
+    fs::File::open(&lock).unwrap().set_modified(stale).unwrap();
+    let seen = settle(&mut live, &triggers, Duration::from_secs(5)).expect("a pass");
+    let now = chrono::Utc::now();
+    assert!(
+        matches!(seen.watcher.at(now), mihari::engine::WatcherStatus::Stuck { pid, .. } if pid == watcher),
+        "{:?}",
+        seen.watcher
+    );
+    assert!(seen.watcher.broken_rule(now).is_some());
+
+    // It beats again: alive.
+    fs::File::open(&lock)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let seen = settle(&mut live, &triggers, Duration::from_secs(5)).expect("a pass");
+    assert!(
+        matches!(
+            seen.watcher.at(chrono::Utc::now()),
+            mihari::engine::WatcherStatus::Alive { .. }
+        ),
+        "{:?}",
+        seen.watcher
+    );
+
+    // Killed: no longer alive.
+    kill(Pid::from_raw(watcher as i32), Signal::SIGKILL).unwrap();
+    for child in &mut sandbox.watchers {
+        let _ = child.wait();
+    }
+    let seen = settle(&mut live, &triggers, Duration::from_secs(5)).expect("a pass");
+    assert!(
+        !matches!(seen.watcher, mihari::engine::WatcherStatus::Alive { .. }),
+        "{:?}",
+        seen.watcher
+    );
+}

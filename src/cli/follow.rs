@@ -149,9 +149,10 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
                 &mut inbox,
                 Some(deadline),
                 |input| matches!(input, Input::Trigger(trigger) if trigger.can_wait()),
+                |input| matches!(input, Input::Trigger(trigger) if trigger.may_space()),
             )
             .await;
-        let mut arrivals = Arrivals::default();
+        let mut arrivals = Arrivals::holding_growth(pace.holds_growth());
         for input in batch {
             match input {
                 Input::Stop => return Ok(()),
@@ -161,7 +162,9 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
         }
         let now = Utc::now();
         let reached = engine_deadline.is_some_and(|at| at <= now);
-        if let Some(fresh) = live.apply(arrivals, reached, now) {
+        let applied = live.apply(arrivals, reached, now);
+        pace.gathered_storm(live.gathered_storm());
+        if let Some(fresh) = applied {
             snapshot = fresh;
         } else if reached {
             snapshot = live.engine.reassess(now);

@@ -9,8 +9,8 @@
 //! inputs (the terminal, signals), and hands what arrived here.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -58,15 +58,56 @@ pub const PACE: std::time::Duration = std::time::Duration::from_millis(100);
 /// quiet spell: an editor's save or a rename and a create are one gather, not two.
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(15);
 
+/// A storm of jobs writing on is gathered so that its passes take at most one part in this
+/// many of a core (2.5 %): each storm pass — gathering what changed, judging, drawing,
+/// recording — is followed by this many times its own length before the next one. A pass over
+/// a few changed files (a few milliseconds) keeps [`PACE`], ten a second; a storm that changes
+/// a thousand logs between two passes, each pass gathering all of them, is gathered two or
+/// three times a second instead. Everything is still read and judged at every pass; only how
+/// often passes come changes. What cannot wait (an exit, a key) never waits for it, and a
+/// lock, a marker or the store changing in a storm is judged at the plain pace.
+const STORM_SHARE: u32 = 40;
+
+/// The most time between two passes that a storm's cost can ask for: even a storm on a farm
+/// of tens of thousands of jobs is on screen once a second.
+const MOST_PACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The loop's batching of its inputs: each batch starts a pass, and a batch of file events
-/// alone waits until [`PACE`] has passed since the last one began.
-#[derive(Debug, Default)]
+/// alone waits until [`PACE`] (or longer, in a storm: [`STORM_SHARE`]) has passed since the
+/// last one began.
+#[derive(Debug)]
 pub struct Pace {
     /// When the last batch was handed out: its pass began then.
     last: Option<tokio::time::Instant>,
     /// Whether the last batch came early, for something that cannot wait, while file events
     /// in it were still waiting for the pace.
     early: bool,
+    /// The least time between two passes for file events, from what the last one cost.
+    spacing: std::time::Duration,
+    /// When the last batch, early or not, was handed out.
+    handed: Option<tokio::time::Instant>,
+    /// When the pass running now began, when it is one for changed files: its length, known
+    /// when the loop next asks for a batch, sets [`Pace::spacing`].
+    files_pass: Option<tokio::time::Instant>,
+    /// When the last storm pass began: the next comes [`Pace::spacing`] after it.
+    storm: Option<tokio::time::Instant>,
+    /// Whether the last batch came, for something else, before the storm's next pass was
+    /// due: its pass leaves the storm's files to that pass ([`Arrivals::holding_growth`]).
+    holds: bool,
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace {
+            last: None,
+            early: false,
+            spacing: PACE,
+            handed: None,
+            files_pass: None,
+            storm: None,
+            holds: false,
+        }
+    }
 }
 
 impl Pace {
@@ -74,10 +115,22 @@ impl Pace {
         Pace::default()
     }
 
+    /// Says whether the pass running now (begun when the last batch was handed out) gathered
+    /// a storm: several jobs writing on ([`Live::gathered_storm`]). If it did, its whole
+    /// length — measured when the loop next asks for a batch, so drawing and recording count
+    /// too — spaces the next pass for jobs writing on alone: [`STORM_SHARE`] times it after
+    /// this one began, never sooner than [`PACE`] nor later than [`MOST_PACE`]. Any other
+    /// pass (a lock, the store, one job writing on) leaves the spacing as the last storm's; it
+    /// holds back nothing but the next storm pass, and only while the last pass is recent.
+    pub fn gathered_storm(&mut self, storm: bool) {
+        self.files_pass = if storm { self.handed } else { None };
+    }
+
     /// Waits for the first input or `deadline`, whichever comes first, then takes whatever
     /// else has arrived. When every input so far `can_wait` (file events), it waits a moment
     /// more so the burst is one gather — [`COALESCE`] after the first, and no sooner than
-    /// [`PACE`] after the last batch — taking what arrives meanwhile, and returns at once when
+    /// [`PACE`] (or what a storm's cost asks for) after the last batch — taking what arrives
+    /// meanwhile, and returns at once when
     /// something that cannot wait arrives, or the deadline comes. An empty batch means the
     /// deadline came.
     pub async fn next_batch<T>(
@@ -85,7 +138,15 @@ impl Pace {
         inbox: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
         deadline: Option<DateTime<Utc>>,
         can_wait: impl Fn(&T) -> bool,
+        may_space: impl Fn(&T) -> bool,
     ) -> Vec<T> {
+        if let Some(began) = self.files_pass.take() {
+            self.spacing = began
+                .elapsed()
+                .saturating_mul(STORM_SHARE)
+                .clamp(PACE, MOST_PACE);
+            self.storm = Some(began);
+        }
         let sleep = deadline
             .map(|at| (at - Utc::now()).to_std().unwrap_or_default())
             .unwrap_or(std::time::Duration::from_secs(3600));
@@ -98,11 +159,27 @@ impl Pace {
         let mut waiting = batch.first().is_some_and(&can_wait);
         if waiting {
             let now = tokio::time::Instant::now();
-            let paced = self.last.map_or(now, |last| last + PACE);
-            let ready = (now + COALESCE).max(paced).min(deadline_at);
+            // Spaced as a storm's cost asks while every input so far may be; at the plain
+            // pace as soon as one may not (a lock in a storm of log writes).
+            let mut spaced = batch.iter().all(&may_space);
+            // A storm's next pass is due its spacing after the last storm pass, and after any
+            // pass no sooner than the pace: passes for other things in between neither
+            // hasten it nor put it off.
+            let (coalesced, last) = (now + COALESCE, self.last);
+            let storm_due = self.storm.map(|began| began + self.spacing);
+            let ready_at = |spaced: bool| {
+                let paced = last.map_or(now, |last| last + PACE);
+                let due = if spaced {
+                    storm_due.map_or(paced, |due| due.max(paced))
+                } else {
+                    paced
+                };
+                coalesced.max(due).min(deadline_at)
+            };
             while waiting {
                 while waiting && let Ok(more) = inbox.try_recv() {
                     waiting = can_wait(&more);
+                    spaced = spaced && may_space(&more);
                     batch.push(more);
                 }
                 if !waiting {
@@ -112,11 +189,12 @@ impl Pace {
                     input = inbox.recv() => match input {
                         Some(input) => {
                             waiting = can_wait(&input);
+                            spaced = spaced && may_space(&input);
                             batch.push(input);
                         }
                         None => break,
                     },
-                    () = tokio::time::sleep_until(ready) => break,
+                    () = tokio::time::sleep_until(ready_at(spaced)) => break,
                 }
             }
         }
@@ -129,10 +207,21 @@ impl Pace {
         let now = tokio::time::Instant::now();
         self.early =
             !batch.iter().all(&can_wait) && self.last.is_some_and(|last| now < last + PACE);
+        self.holds = !batch.iter().all(&may_space)
+            && self.storm.is_some_and(|began| now < began + self.spacing);
         if !self.early {
             self.last = Some(now);
         }
+        self.handed = Some(now);
         batch
+    }
+
+    /// Whether the last batch came for something else (a lock, the store, an exit) while a
+    /// storm's next pass was not yet due: its pass should leave the storm's files to that pass
+    /// ([`Arrivals::holding_growth`]), so a storm is gathered at its spacing whatever else
+    /// happens meanwhile.
+    pub fn holds_growth(&self) -> bool {
+        self.holds
     }
 
     /// Whether the last batch came before its file events' time, for something that cannot
@@ -144,11 +233,26 @@ impl Pace {
     }
 }
 
-/// The paths whose change is news for every job: the state store's files and the watch lock.
-fn store_paths(engine: &Engine) -> HashSet<PathBuf> {
-    let mut paths: HashSet<PathBuf> = engine.store_paths().into_iter().collect();
-    paths.insert(engine.watch_lock_path());
-    paths
+/// Which changes may wait for a storm's spacing ([`Trigger::may_space`]): a job writing on
+/// (a path that feeds only logs and progress, [`Engine::growth_paths`]), and the line counts
+/// and readings this process or another keeps beside the store (no job reads them). Anything
+/// else — a lock, a marker, the jobs file, the store — is judged at the plain pace.
+#[derive(Debug, Default)]
+struct Sorting {
+    growth: HashSet<PathBuf>,
+    state_dir: PathBuf,
+}
+
+impl Sorting {
+    fn may_space(&self, path: &Path) -> bool {
+        self.growth.contains(path) || crate::store::counts::is_counts_file(&self.state_dir, path)
+    }
+}
+
+/// The paths whose change is news for every job: the state store's files. (The watch lock's
+/// is news of the watcher alone: see [`Arrivals::watcher`].)
+fn store_paths(engine: &Engine) -> Vec<PathBuf> {
+    engine.store_paths()
 }
 
 /// What arrived since the last pass, sorted.
@@ -158,15 +262,32 @@ pub struct Arrivals {
     touched: HashMap<String, Sources>,
     everything: bool,
     store: bool,
+    /// The watch lock changed: taken, let go, or beaten by its watcher's pass (twice a
+    /// minute). Only whether a watcher watches is read again, not every job's part of the
+    /// store: a farm of 10,000 jobs read it all at every beat.
+    watcher: bool,
     folders_moved: bool,
     /// The jobs file was saved (or SIGHUP asked for it): load it again.
     config: bool,
     /// SIGHUP asked for it: the load is recorded even when nothing changed.
     config_asked: bool,
+    /// How many of the paths noted feed only a job writing on: more than one is a storm.
+    grew: usize,
+    /// Leave the paths that feed only a job writing on for the storm's next pass.
+    hold_growth: bool,
     checks: Vec<CheckResultFor>,
 }
 
 impl Arrivals {
+    /// Arrivals for a batch whose pass leaves a storm's files to the storm's own next pass
+    /// when `hold` ([`Pace::holds_growth`]).
+    pub fn holding_growth(hold: bool) -> Arrivals {
+        Arrivals {
+            hold_growth: hold,
+            ..Arrivals::default()
+        }
+    }
+
     /// Marks `jobs` to be gathered whole.
     fn touch_whole(&mut self, jobs: impl IntoIterator<Item = String>) {
         for job in jobs {
@@ -184,6 +305,7 @@ impl Arrivals {
     pub fn any(&self) -> bool {
         self.everything
             || self.store
+            || self.watcher
             || self.folders_moved
             || self.config
             || !self.touched.is_empty()
@@ -199,7 +321,16 @@ pub struct Live {
     /// on the triggers' threads, and only the first of them wakes the loop (a storm of writes
     /// is one wake-up and one entry per file, not one message per event).
     changes: Arc<Mutex<HashSet<PathBuf>>>,
-    store_paths: HashSet<PathBuf>,
+    /// Which changes may wait for a storm's spacing: read by the triggers' sink on their
+    /// thread.
+    sorting: Arc<RwLock<Sorting>>,
+    /// The caller's sink: wakes the loop again for changes a pass left to the storm's next.
+    rearm: Sink,
+    /// The paths whose change is news for every job ([`store_paths`]): a handful, looked
+    /// through for every path a storm changes, byte for byte rather than hashed.
+    store_paths: Vec<PathBuf>,
+    /// The watch lock: its change is news of the watcher.
+    watch_lock: PathBuf,
     /// Holders no pidfd could be opened for: looked at every [`HOLDER_POLL`].
     unpolled: Vec<(u32, u64)>,
     next_holder_poll: Option<DateTime<Utc>>,
@@ -222,6 +353,10 @@ pub struct Live {
     reloads: Vec<Reload>,
     /// The refusal last reported, so one save seen twice is reported once.
     last_refusal: Option<ConfigError>,
+    /// Whether the last pass gathered a storm: files of more than one job writing on, and
+    /// nothing else asked for (not a reload, not everything): what paces the next (see
+    /// [`Pace::gathered_storm`]).
+    gathered_storm: bool,
 }
 
 /// What loading the jobs file again came to.
@@ -266,29 +401,44 @@ impl Live {
         let source = std::path::absolute(&config.source).unwrap_or_else(|_| config.source.clone());
         let engine = Engine::new(config).saying_count_faults().keeping_looks();
         let changes: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+        let sorting: Arc<RwLock<Sorting>> = Arc::default();
+        let rearm = sink.clone();
         let gathering = changes.clone();
+        let sorted = sorting.clone();
         let triggers = Triggers::new(Arc::new(move |trigger| match trigger {
             Trigger::Changed(path) => {
+                // A job writing on wakes the loop only when nothing else is waiting; any
+                // other change always does, so a lock or a marker in a storm of log writes
+                // is not held to the storm's spacing.
+                let grew = sorted
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .may_space(&path);
                 let mut changed = gathering.lock().unwrap_or_else(PoisonError::into_inner);
-                if changed.is_empty() {
-                    changed.insert(path.clone());
-                    drop(changed);
+                let first = changed.is_empty();
+                changed.insert(path.clone());
+                drop(changed);
+                if !grew {
                     sink(Trigger::Changed(path));
-                } else {
-                    changed.insert(path);
+                } else if first {
+                    sink(Trigger::Grew(path));
                 }
             }
             other => sink(other),
         }))?;
         let store_paths = store_paths(&engine);
+        let watch_lock = engine.watch_lock_path();
         let process_jobs = engine.process_jobs();
         Ok(Live {
             changes,
+            sorting,
+            rearm,
             process_jobs,
             next_process_poll: None,
             engine,
             triggers,
             store_paths,
+            watch_lock,
             unpolled: Vec::new(),
             next_holder_poll: None,
             unwatched: Vec::new(),
@@ -297,6 +447,7 @@ impl Live {
             source,
             reloads: Vec::new(),
             last_refusal: None,
+            gathered_storm: false,
         })
     }
 
@@ -350,12 +501,15 @@ impl Live {
 
     /// Points the watches at the current files, the store and the holders.
     fn follow(&mut self) {
-        let watch_lock = self.engine.watch_lock_path();
         let mut paths = self.engine.watched_paths();
         paths.extend(self.store_paths.iter().map(PathBuf::as_path));
-        paths.push(&watch_lock);
+        paths.push(&self.watch_lock);
         paths.push(&self.source);
         self.unwatched = self.triggers.watch_paths(&paths);
+        *self.sorting.write().unwrap_or_else(PoisonError::into_inner) = Sorting {
+            growth: self.engine.growth_paths(),
+            state_dir: self.engine.config().settings.state_dir.clone(),
+        };
         self.follow_holders();
     }
 
@@ -372,11 +526,32 @@ impl Live {
     /// last one: the triggers wake the loop once for all of them.
     pub fn note(&self, arrivals: &mut Arrivals, trigger: Trigger) {
         match trigger {
-            Trigger::Changed(path) => {
+            Trigger::Changed(path) | Trigger::Grew(path) => {
                 let mut changed = std::mem::take(
                     &mut *self.changes.lock().unwrap_or_else(PoisonError::into_inner),
                 );
                 changed.insert(path);
+                let sorting = self.sorting.read().unwrap_or_else(PoisonError::into_inner);
+                if arrivals.hold_growth {
+                    // Back where the triggers gather them, and the loop woken for them as
+                    // for a job writing on: the storm's pass takes them at its time.
+                    let (held, now): (HashSet<PathBuf>, HashSet<PathBuf>) = changed
+                        .into_iter()
+                        .partition(|path| sorting.growth.contains(path));
+                    changed = now;
+                    if let Some(first) = held.iter().next().cloned() {
+                        self.changes
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .extend(held);
+                        (self.rearm)(Trigger::Grew(first));
+                    }
+                }
+                arrivals.grew += changed
+                    .iter()
+                    .filter(|path| sorting.growth.contains(*path))
+                    .count();
+                drop(sorting);
                 for path in changed {
                     self.note_change(arrivals, path);
                 }
@@ -393,8 +568,16 @@ impl Live {
 
     /// Sorts one changed path into `arrivals`.
     fn note_change(&self, arrivals: &mut Arrivals, path: PathBuf) {
-        if self.store_paths.contains(&path) {
+        if self
+            .store_paths
+            .iter()
+            .any(|known| known.as_os_str() == path.as_os_str())
+        {
             arrivals.store = true;
+            return;
+        }
+        if path.as_os_str() == self.watch_lock.as_os_str() {
+            arrivals.watcher = true;
             return;
         }
         let mut touching = self.engine.sources_touching(&path).peekable();
@@ -446,6 +629,7 @@ impl Live {
                 arrivals.touch_whole(self.engine.jobs_held_by(*pid));
             }
         }
+        self.gathered_storm = false;
         if !arrivals.any() && !deadline_reached {
             return None;
         }
@@ -485,10 +669,15 @@ impl Live {
         let mut snapshot = None;
         if arrivals.store {
             snapshot = Some(self.engine.refresh_store(now));
+        } else if arrivals.watcher {
+            snapshot = Some(self.engine.refresh_watcher(now));
         }
         if arrivals.everything || !arrivals.touched.is_empty() {
             let only = (!arrivals.everything).then_some(&arrivals.touched);
             snapshot = Some(self.engine.refresh_sources(only, now));
+            // Only a storm paces the next pass: one job writing on, a reload or a full gather
+            // must not hold back the file events after it.
+            self.gathered_storm = only.is_some() && !arrivals.config && arrivals.grew > 1;
             // Lost events: watch again. A folder that appeared or went (or a reload) was
             // followed above, before the gather; a file of a job that changed moves no watch.
             // Either way only the holders the gather found may have changed, and only when it
@@ -508,6 +697,12 @@ impl Live {
         Some(snapshot)
     }
 
+    /// Whether the last [`Live::apply`] gathered a storm (files of more than one job writing
+    /// on): for [`Pace::gathered_storm`].
+    pub fn gathered_storm(&self) -> bool {
+        self.gathered_storm
+    }
+
     /// Loads the jobs file again (as just saved: a refusal of a file changed a moment ago is
     /// read again before it stands). A file that loads is put in force (what the jobs it keeps
     /// unchanged have gathered is kept); one that is refused leaves the last good one in
@@ -522,6 +717,7 @@ impl Live {
                 let refused = self.last_refusal.take().is_some();
                 let change = self.engine.replace_config(config);
                 self.store_paths = store_paths(&self.engine);
+                self.watch_lock = self.engine.watch_lock_path();
                 self.process_jobs = self.engine.process_jobs();
                 if !same || asked || refused {
                     self.reloads.push(Reload::Loaded(change.clone()));

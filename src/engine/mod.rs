@@ -12,6 +12,7 @@
 //! here, answered by whoever asked, then re-checked, recorded and carried out there.
 
 pub mod decide;
+mod folders;
 pub mod live;
 mod record;
 pub mod triggers;
@@ -934,6 +935,38 @@ impl Engine {
         snapshot
     }
 
+    /// Reads again whether a watcher watches ([`record::watcher_status`]): what changes when
+    /// the watch lock is taken, let go or beaten. A beat of the same watcher (its lock's time
+    /// moved, twice a minute) only judges again; anything else — another watcher, none, a
+    /// store that could not be read — reads the whole store again, as
+    /// [`Engine::refresh_store`] does.
+    pub fn refresh_watcher(&mut self, now: DateTime<Utc>) -> Snapshot {
+        if self.evidence.len() != self.config.jobs.len() || self.store_fault.is_some() {
+            return self.refresh_store(now);
+        }
+        let same_watcher = match (
+            &self.watcher,
+            record::watcher_status(self.store.as_ref(), &self.config, now),
+        ) {
+            (WatcherStatus::Alive { pid, since, .. }, Ok(status)) => match status {
+                WatcherStatus::Alive {
+                    pid: new_pid,
+                    since: new_since,
+                    ..
+                } if new_pid == *pid && new_since == *since => Some(status),
+                _ => None,
+            },
+            _ => None,
+        };
+        match same_watcher {
+            Some(status) => {
+                self.watcher = status;
+                self.reassess(now)
+            }
+            None => self.refresh_store(now),
+        }
+    }
+
     /// Reads the store's part of every job and whether a watcher watches. A read that fails
     /// is a store fault, never an empty answer: the part stays empty, and the snapshot says
     /// why. A damaged store is closed and opened (and checked) again a while later, so
@@ -1491,6 +1524,20 @@ impl Engine {
     /// rotation and atomic replace are followed.
     pub fn watched_paths(&self) -> Vec<&Path> {
         self.paths.paths().collect()
+    }
+
+    /// The watched paths whose change is only ever a job writing on ([`Sources::GROWTH`]),
+    /// for every job that declares them.
+    pub fn growth_paths(&self) -> HashSet<PathBuf> {
+        self.paths
+            .paths()
+            .filter(|path| {
+                self.paths
+                    .owners(path)
+                    .all(|(_, sources)| Sources::GROWTH.contains(sources))
+            })
+            .map(Path::to_path_buf)
+            .collect()
     }
 
     /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.

@@ -1,7 +1,7 @@
 //! The event sources that wake the dashboard and the watcher: file changes and holder exits.
 //!
 //! This module owns two kinds of waiting that cost nothing while nothing happens. Files are
-//! followed through inotify (via `notify`) on the PARENT folder of every path, never on the
+//! followed through inotify (see [`super::folders`]) on the PARENT folder of every path, never on the
 //! file itself, so that rotation, an atomic replace and delete-and-recreate are all seen; a
 //! parent that does not exist yet is followed through its nearest existing ancestor. Lock
 //! holders are waited on through pidfds, all polled by one background thread that blocks with
@@ -19,20 +19,20 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use notify::event::{AccessKind, AccessMode, ModifyKind};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
+pub use super::folders::FILE_THREAD_NAME;
+use super::folders::FolderWatches;
 use crate::core::text::inert;
 use crate::probe::proc::{self, PID_MAX_LIMIT, ProcLookup};
 
-/// Where triggers go. Called from background threads (notify's and the holder thread), so it
+/// Where triggers go. Called from background threads (the file thread and the holder thread), so it
 /// must be quick and must not block: the dashboard forwards into a channel.
 pub type Sink = Arc<dyn Fn(Trigger) + Send + Sync>;
 
@@ -44,12 +44,16 @@ pub enum Trigger {
     /// a watched path (the folder was created, removed or renamed): gather, then call
     /// [`Triggers::watch_paths`] again so the folder itself gets watched.
     Changed(PathBuf),
-    /// Events may have been lost (inotify overflow, notify's rescan flag, a watcher error, or
+    /// Events may have been lost (inotify's queue overflowed, the file thread could not read, or
     /// the holder thread could not wait any longer): gather everything again.
     Rescan,
     /// The process (pid, start_ticks) that was being waited on has exited, or the PID now
     /// belongs to a different process.
     HolderExited { pid: u32, start_ticks: u64 },
+    /// A job wrote on: this path feeds only logs and progress (never made here: the live
+    /// loop's sink tells it from [`Trigger::Changed`]). Gathered as a change is, and in a storm
+    /// of them the passes are spaced by their cost.
+    Grew(PathBuf),
 }
 
 impl Trigger {
@@ -57,18 +61,26 @@ impl Trigger {
     /// (a storm of writes is gathered a few times a second, not once per write); a holder's
     /// exit may not — a death is shown at once.
     pub fn can_wait(&self) -> bool {
-        matches!(self, Trigger::Changed(_) | Trigger::Rescan)
+        matches!(
+            self,
+            Trigger::Changed(_) | Trigger::Grew(_) | Trigger::Rescan
+        )
+    }
+
+    /// Whether a pass for it may wait longer than the pace, as a storm's cost asks: only a
+    /// job writing on may.
+    pub fn may_space(&self) -> bool {
+        matches!(self, Trigger::Grew(_))
     }
 }
 
-/// File watches and holder waits, feeding one sink. Dropping it stops the holder thread,
-/// closes every pidfd and stops notify's watcher (an event already in flight on notify's
-/// thread may still reach the sink).
+/// File watches and holder waits, feeding one sink. Dropping it stops both threads, closes
+/// every pidfd and the inotify instance (an event already in flight on the file thread may
+/// still reach the sink).
 pub struct Triggers {
-    watcher: RecommendedWatcher,
-    /// Shared with notify's handler: which folders are watched, and which of them the handler
-    /// saw removed, renamed or recreated (their watch no longer follows the path).
-    folders: Arc<Mutex<Folders>>,
+    /// The folder watches; they also keep which watched folders events said were removed,
+    /// renamed or recreated (their watch no longer follows the path).
+    folders: FolderWatches,
     /// Folders watched now, with the identity they had when the watch was added.
     watched: HashMap<PathBuf, Identity>,
     /// For each path of the last [`Triggers::watch_paths`], the folder it was followed through.
@@ -102,27 +114,12 @@ struct Route {
     identity: Identity,
 }
 
-#[derive(Debug, Default)]
-struct Folders {
-    watched: HashSet<PathBuf>,
-    lost: HashSet<PathBuf>,
-}
-
 impl Triggers {
-    /// Starts notify's inotify watcher and the holder thread; nothing is watched yet.
+    /// Starts the file thread and the holder thread; nothing is watched yet.
     pub fn new(sink: Sink) -> Result<Self, String> {
-        let folders = Arc::new(Mutex::new(Folders::default()));
-        let watcher = notify::recommended_watcher(file_handler(sink.clone(), folders.clone()))
-            .map_err(|error| {
-                format!(
-                    "cannot start watching files: '{}'; if the inotify instance limit is \
-                     reached, raise fs.inotify.max_user_instances",
-                    inert(&error.to_string())
-                )
-            })?;
+        let folders = FolderWatches::start(sink.clone())?;
         let waiter = Waiter::start(sink)?;
         Ok(Triggers {
-            watcher,
             folders,
             watched: HashMap::new(),
             routes: HashMap::new(),
@@ -148,7 +145,7 @@ impl Triggers {
     /// watched in path order.
     pub fn watch_paths<P: AsRef<Path>>(&mut self, paths: &[P]) -> Vec<(PathBuf, String)> {
         let mut failures = Vec::new();
-        let lost = std::mem::take(&mut lock(&self.folders).lost);
+        let lost = self.folders.take_lost();
 
         let mut routes: HashMap<PathBuf, Route> = HashMap::with_capacity(paths.len());
         // In path order, so which folders get the last watches under the limit does not change
@@ -176,22 +173,20 @@ impl Triggers {
             .map(|(folder, _)| folder.clone())
             .collect();
         for folder in stale {
-            // notify drops its own watch when the folder is removed; "not watched" is fine.
-            let _ = self.watcher.unwatch(&folder);
+            self.folders.unwatch(&folder);
             self.watched.remove(&folder);
         }
         for (folder, identity) in &wanted {
             if self.watched.contains_key(&**folder) {
                 continue;
             }
-            match self.watcher.watch(folder, RecursiveMode::NonRecursive) {
+            match self.folders.watch(folder) {
                 Ok(()) => {
                     self.watched.insert(folder.to_path_buf(), *identity);
                 }
-                Err(error) => failures.push((folder.to_path_buf(), watch_error(folder, &error))),
+                Err(why) => failures.push((folder.to_path_buf(), why)),
             }
         }
-        lock(&self.folders).watched = self.watched.keys().cloned().collect();
 
         let mut unrouted = HashSet::new();
         for (target, route) in &routes {
@@ -274,63 +269,10 @@ impl Triggers {
     }
 }
 
-/// Locks the shared folder sets. A poisoned lock still holds valid sets (every update is a
-/// single assignment or insert), so it is used as is rather than panicking.
-fn lock(folders: &Mutex<Folders>) -> MutexGuard<'_, Folders> {
-    folders.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Calls the sink, containing a panic in it: a sink that panics loses that one trigger, it
 /// does not take a background thread down with it.
-fn emit(sink: &Sink, trigger: Trigger) {
+pub(super) fn emit(sink: &Sink, trigger: Trigger) {
     let _ = catch_unwind(AssertUnwindSafe(|| sink(trigger)));
-}
-
-/// notify's event handler: events become triggers. Runs on notify's thread.
-fn file_handler(
-    sink: Sink,
-    folders: Arc<Mutex<Folders>>,
-) -> impl FnMut(notify::Result<Event>) + Send + 'static {
-    move |result| match result {
-        Err(_) => emit(&sink, Trigger::Rescan),
-        Ok(event) if event.need_rescan() => emit(&sink, Trigger::Rescan),
-        Ok(event) => {
-            if !is_change(&event.kind) {
-                return;
-            }
-            if moves_paths(&event.kind) {
-                let mut folders = lock(&folders);
-                for path in &event.paths {
-                    if folders.watched.contains(path) {
-                        folders.lost.insert(path.clone());
-                    }
-                }
-            }
-            for path in event.paths {
-                emit(&sink, Trigger::Changed(path));
-            }
-        }
-    }
-}
-
-/// Whether an event can change what a gather finds. Opening a file and closing it without
-/// writing cannot, and skipping them matters: the gather itself opens and reads the files, and
-/// must not wake itself up.
-fn is_change(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
-/// Whether an event can mean that the thing at a path is no longer the thing that was there:
-/// a watched folder named by such an event must be watched again.
-fn moves_paths(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
-    )
 }
 
 /// What one look at a folder found: a folder (its identity), something else or nothing
@@ -423,19 +365,6 @@ fn next_step(folder: &Path, target: &Path) -> Option<PathBuf> {
     let below = target.strip_prefix(folder).ok()?;
     let first = below.components().next()?;
     Some(folder.join(first))
-}
-
-fn watch_error(folder: &Path, error: &notify::Error) -> String {
-    let hint = match error.kind {
-        notify::ErrorKind::MaxFilesWatch => {
-            "; the inotify watch limit is reached: raise fs.inotify.max_user_watches"
-        }
-        _ => "",
-    };
-    inert(&format!(
-        "cannot watch '{}': {error}{hint}",
-        folder.display()
-    ))
 }
 
 /// What opening a holder for waiting found.

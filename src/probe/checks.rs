@@ -59,7 +59,10 @@ pub fn in_flight_limit() -> usize {
     } else {
         1024
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Asked once a process: finding it reads the cgroup's files, and the loop asks at every
+    // wake-up.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     (files / 2 / FDS_PER_CHECK).min(16 * cores).max(1)
 }
 

@@ -53,6 +53,11 @@ impl Sources {
     /// change which processes are waited on.
     pub const HOLDERS: Sources = Sources(1 | 1 << 1 | 1 << 2);
 
+    /// The sources whose change is a job writing on: its log and its progress. In a storm
+    /// of them, passes are spaced by their cost; a change to anything else (a lock, a
+    /// marker) is judged at the plain pace.
+    pub const GROWTH: Sources = Sources(1 << 3 | 1 << 4 | 1 << 5 | 1 << 6);
+
     pub fn intersects(self, other: Sources) -> bool {
         self.0 & other.0 != 0
     }

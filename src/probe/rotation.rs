@@ -91,7 +91,14 @@ impl LogMemory {
                 len,
                 modified,
             };
-            self.seen.insert(path.to_path_buf(), now_seen);
+            // A storm reads the same logs again and again: their entries are updated in place,
+            // not made anew.
+            match self.seen.get_mut(path) {
+                Some(seen) => *seen = now_seen,
+                None => {
+                    self.seen.insert(path.to_path_buf(), now_seen);
+                }
+            }
             // The same file, grown or not, or a first look at a log that holds something: its
             // own time is the last write, and nothing else needs a look.
             let steady = previous.is_none_or(|p| {

@@ -286,10 +286,11 @@ async fn event_loop(
                 &mut inbox,
                 deadline,
                 |i| matches!(i, Input::Trigger(trigger) if trigger.can_wait()),
+                |i| matches!(i, Input::Trigger(trigger) if trigger.may_space()),
             )
             .await;
 
-        let mut arrivals = Arrivals::default();
+        let mut arrivals = Arrivals::holding_growth(pace.holds_growth());
         for input in batch {
             match input {
                 Input::Terminal(event) => {
@@ -335,6 +336,7 @@ async fn event_loop(
             model.snapshot = None;
         }
         let applied = live.apply(arrivals, reached, now);
+        pace.gathered_storm(live.gathered_storm());
         for reload in live.take_reloads() {
             commands.push(update(&mut model, reload_message(&live, &reload)));
             if matches!(reload, Reload::Loaded(_)) {

@@ -151,7 +151,7 @@ async fn serve(
             model.dirty = false;
         }
         let deadline = model.next_silence();
-        let batch = pace.next_batch(inbox, deadline, |_| false).await;
+        let batch = pace.next_batch(inbox, deadline, |_| false, |_| false).await;
         let now = Utc::now();
         for input in batch {
             let msg = match input {
