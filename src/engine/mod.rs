@@ -1528,16 +1528,12 @@ impl Engine {
 
     /// The watched paths whose change is only ever a job writing on ([`Sources::GROWTH`]),
     /// for every job that declares them.
-    pub fn growth_paths(&self) -> HashSet<PathBuf> {
-        self.paths
-            .paths()
-            .filter(|path| {
-                self.paths
-                    .owners(path)
-                    .all(|(_, sources)| Sources::GROWTH.contains(sources))
-            })
-            .map(Path::to_path_buf)
-            .collect()
+    pub fn growth_paths(&self) -> impl Iterator<Item = &Path> {
+        self.paths.paths().filter(|path| {
+            self.paths
+                .owners(path)
+                .all(|(_, sources)| Sources::GROWTH.contains(sources))
+        })
     }
 
     /// The jobs a changed path belongs to: one lookup, whatever the number of jobs.
