@@ -56,14 +56,17 @@ const MOVES: EventMask = EventMask::CREATE
 /// How much one read takes: a storm's events for a thousand files in one or two reads.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// How long the thread rests after reading, while changes keep coming, before it looks again.
-/// A change after a quiet moment is read the moment it happens, and so is the next one: an
-/// editor's save (a write, then a rename) stays one gather. Once wake-ups come closer than
-/// this, the thread rests between reads and what follows waits in the kernel's queue to be
-/// read together: in a storm of ten thousand writes a second written in a hundred bursts,
-/// each wake-up cost more than the events it read, and the loop gathers them at most ten
-/// times a second anyway.
+/// How long the thread rests after a read that brought a storm ([`STORM_READ`] events or
+/// more) before it looks again: what follows waits in the kernel's queue and is read a few
+/// bursts at a time. In a storm of ten thousand writes a second written in a hundred bursts,
+/// each wake-up cost more than the events it read, and the loop gathers them at most ten times
+/// a second anyway. A read of a few events — an editor's save, a rotation, a lock taken, the
+/// store written after a change — never rests, so the change after it is read at once.
 const REST: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// How many events one wake-up must read to be a storm: many files changing at once. One file
+/// written fast is a few (the kernel merges a file's repeated writes while unread).
+const STORM_READ: usize = 64;
 
 /// The watches, shared by their owner (who adds and removes them) and the reading thread (who
 /// names each event's paths by them).
@@ -199,13 +202,12 @@ fn watch_error(folder: &Path, error: &io::Error) -> String {
 }
 
 /// The reading thread: waits in `poll` with no timeout (no CPU while nothing changes), reads
-/// every queued event, hands the sink a trigger for each path named, and while changes keep
-/// coming rests for [`REST`] (still listening for the stop) before it waits again. Returns when its
+/// every queued event, hands the sink a trigger for each path named, and after a storm's read
+/// rests for [`REST`] (still listening for the stop) before it waits again. Returns when its
 /// owner closes the stop socket; on an error that would repeat, it says so (a rescan, and
 /// every later watch refused with why, so the caller polls those folders) and returns.
 fn read_folders(sink: &Sink, mut inotify: Inotify, stopped: &UnixStream, shared: &Mutex<Shared>) {
     let mut buffer = vec![0u8; READ_BUFFER];
-    let mut last_woke: Option<std::time::Instant> = None;
     let give_up = |why: String| {
         lock(shared).stopped = Some(why);
         emit(sink, Trigger::Rescan);
@@ -232,13 +234,13 @@ fn read_folders(sink: &Sink, mut inotify: Inotify, stopped: &UnixStream, shared:
         if !readable {
             continue;
         }
-        let woke = std::time::Instant::now();
-        let flowing = last_woke.is_some_and(|at| woke.duration_since(at) < REST);
-        last_woke = Some(woke);
+        let mut read = 0;
         loop {
             match inotify.read_events(&mut buffer) {
                 Ok(events) => {
-                    for trigger in sort(events, shared) {
+                    let (triggers, events) = sort(events, shared);
+                    read += events;
+                    for trigger in triggers {
                         emit(sink, trigger);
                     }
                 }
@@ -247,7 +249,7 @@ fn read_folders(sink: &Sink, mut inotify: Inotify, stopped: &UnixStream, shared:
                 Err(error) => return give_up(format!("cannot read file events: {error}")),
             }
         }
-        if flowing && stop_within(stopped, REST) {
+        if read >= STORM_READ && stop_within(stopped, REST) {
             return;
         }
     }
@@ -265,14 +267,17 @@ fn stop_within(stopped: &UnixStream, rest: std::time::Duration) -> bool {
     }
 }
 
-/// The triggers one read's events make: a change of each path named (under every path its
+/// The triggers one read's events make, and how many events it read: a change of each path
+/// named (under every path its
 /// folder is watched by), and a rescan for a queue that overflowed. Watched folders named by a
 /// move are noted lost; a watch the kernel dropped (its folder removed, or its file system
 /// unmounted) is forgotten.
-fn sort(events: Events<'_>, shared: &Mutex<Shared>) -> Vec<Trigger> {
+fn sort(events: Events<'_>, shared: &Mutex<Shared>) -> (Vec<Trigger>, usize) {
     let mut triggers = Vec::new();
+    let mut read = 0;
     let mut shared = lock(shared);
     for event in events {
+        read += 1;
         if event.mask.contains(EventMask::Q_OVERFLOW) {
             triggers.push(Trigger::Rescan);
             continue;
@@ -302,5 +307,5 @@ fn sort(events: Events<'_>, shared: &Mutex<Shared>) -> Vec<Trigger> {
             }
         }
     }
-    triggers
+    (triggers, read)
 }
