@@ -69,7 +69,12 @@ impl Sandbox {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(BIN);
+        self.command_of(Path::new(BIN), args)
+    }
+
+    /// [`Sandbox::command`] with the binary at `bin`.
+    fn command_of(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(bin);
         command
             .arg("--config")
             .arg(self.write())
@@ -437,8 +442,13 @@ fn another_users_process_is_said_unreadable_never_guessed() {
     sandbox.write();
     std::os::unix::fs::chown(sandbox.dir.path(), Some(uid), Some(gid)).expect("chown");
     fs::set_permissions(sandbox.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    // A copy the other user can reach: the build's own folder may be closed to them (a clone
+    // in a 0700 temp folder).
+    let bin = sandbox.path("mihari");
+    fs::copy(BIN, &bin).expect("copy the binary");
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod the binary");
     std::thread::sleep(Duration::from_millis(2500));
-    let mut command = sandbox.command(&["check", "--json"]);
+    let mut command = sandbox.command_of(&bin, &["check", "--json"]);
     command.uid(uid).gid(gid);
     let row = row_of(&Sandbox::output(&mut command), "roots");
     assert_eq!(row["activity"]["state"], "unreadable", "{row:#}");
