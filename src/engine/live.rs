@@ -272,12 +272,6 @@ fn path_hash(path: &Path) -> u64 {
     hasher.finish()
 }
 
-/// The paths whose change is news for every job: the state store's files. (The watch lock's
-/// is news of the watcher alone: see [`Arrivals::watcher`].)
-fn store_paths(engine: &Engine) -> Vec<PathBuf> {
-    engine.store_paths()
-}
-
 /// What arrived since the last pass, sorted.
 #[derive(Debug, Default)]
 pub struct Arrivals {
@@ -349,8 +343,10 @@ pub struct Live {
     sorting: Arc<RwLock<Sorting>>,
     /// The caller's sink: wakes the loop again for changes a pass left to the storm's next.
     rearm: Sink,
-    /// The paths whose change is news for every job ([`store_paths`]): a handful, looked
-    /// through for every path a storm changes, byte for byte rather than hashed.
+    /// The paths whose change is news for every job, the state store's files
+    /// ([`Engine::store_paths`]; the watch lock's is news of the watcher alone,
+    /// [`Arrivals::watcher`]): a handful, looked through for every path a storm changes, byte
+    /// for byte rather than hashed.
     store_paths: Vec<PathBuf>,
     /// The watch lock: its change is news of the watcher.
     watch_lock: PathBuf,
@@ -449,7 +445,7 @@ impl Live {
             }
             other => sink(other),
         }))?;
-        let store_paths = store_paths(&engine);
+        let store_paths = engine.store_paths();
         let watch_lock = engine.watch_lock_path();
         let process_jobs = engine.process_jobs();
         Ok(Live {
@@ -735,7 +731,7 @@ impl Live {
                 let same = config == *self.engine.config();
                 let refused = self.last_refusal.take().is_some();
                 let change = self.engine.replace_config(config);
-                self.store_paths = store_paths(&self.engine);
+                self.store_paths = self.engine.store_paths();
                 self.watch_lock = self.engine.watch_lock_path();
                 self.process_jobs = self.engine.process_jobs();
                 if !same || asked || refused {
