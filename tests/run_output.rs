@@ -675,12 +675,17 @@ impl Drop for Tmpfs {
 const LINES: u64 = 20_000;
 
 const FULL_DISK_JOB: &str = r#"
-import os, sys, time
+import fcntl, os, struct, sys, termios, time
 for n in range(20000):
     sys.stdout.write(f"{n:08d} " + "x" * 90 + "\n")
 sys.stdout.flush()
-open("printed", "w").close()
 deadline = time.time() + 60
+# Printed once the copier has taken it all: nothing of it is left in the pipe.
+def in_pipe():
+    return struct.unpack("i", fcntl.ioctl(1, termios.FIONREAD, b"\0\0\0\0"))[0]
+while in_pipe() > 0 and time.time() < deadline:
+    time.sleep(0.01)
+open("printed", "w").close()
 while not os.path.exists("go") and time.time() < deadline:
     time.sleep(0.02)
 print("after-the-disk-was-freed", flush=True)
@@ -703,10 +708,10 @@ fn a_full_disk_does_not_block_the_job_and_the_loss_is_counted_and_recorded() {
     wait_for("the job to print everything", || {
         sandbox.path("printed").exists()
     });
-    // The job's last 64 KiB may still sit in the pipe when it says it printed: give the
-    // copier a moment to take them into the full disk before it is freed (seen once in CI,
-    // under load: 526 lines were written after the disk was freed).
-    std::thread::sleep(Duration::from_millis(1500));
+    // The job says so once its pipe is empty (a CI run under load once freed the disk while
+    // 526 lines still sat in it); the copier holds what it read for a millisecond or so to
+    // gather its neighbours before it writes, which this pause leaves it.
+    std::thread::sleep(Duration::from_millis(200));
     fs::remove_file(sandbox.path("logs/filler")).expect("free the disk");
     fs::write(sandbox.path("go"), "").expect("go");
     let (code, stderr) = running.finish();
