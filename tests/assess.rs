@@ -2378,6 +2378,32 @@ fn a_watcher_is_stuck_only_past_five_minutes_without_a_recorded_pass() {
     }
 }
 
+/// A watcher's loop that woke for its beat alone passes only when the wall clock moved other
+/// than time did: a clock set back a day would otherwise leave the digest's next cut a day
+/// late until something happened.
+#[test]
+fn a_beat_alone_passes_only_when_the_wall_clock_moved_other_than_time_did() {
+    use mihari::core::watch::clock_moved;
+    use std::time::Duration as Elapsed;
+    let rows: &[(&str, i64, u64, bool)] = &[
+        ("a minute on both clocks", 60_000, 60_000, false),
+        ("a slew of a second", 61_000, 60_000, false),
+        ("stepped forward an hour", 3_660_000, 60_000, true),
+        ("set back a day", 60_000 - 86_400_000, 60_000, true),
+        ("stepped back three seconds", 57_000, 60_000, true),
+    ];
+    for &(name, wall_ms, elapsed_ms, moved) in rows {
+        assert_eq!(
+            clock_moved(
+                chrono::TimeDelta::milliseconds(wall_ms),
+                Elapsed::from_millis(elapsed_ms)
+            ),
+            moved,
+            "{name}"
+        );
+    }
+}
+
 /// A download job reading wget's meter from its log, with no total of its own.
 fn meter_job() -> JobSpec {
     JobSpec {

@@ -1182,3 +1182,104 @@ fn a_watchers_beat_is_read_again_and_its_death_too() {
         seen.watcher
     );
 }
+
+/// The file events of `within` (and of 300 ms after each) noted into one batch.
+fn batch(
+    live: &mut mihari::engine::live::Live,
+    triggers: &std::sync::mpsc::Receiver<mihari::engine::triggers::Trigger>,
+    within: Duration,
+) -> mihari::engine::live::Arrivals {
+    let mut arrivals = mihari::engine::live::Arrivals::default();
+    let mut wait = within;
+    while let Ok(trigger) = triggers.recv_timeout(wait) {
+        live.note(&mut arrivals, trigger);
+        wait = Duration::from_millis(300);
+    }
+    arrivals
+}
+
+#[test]
+fn a_beat_that_changes_nothing_is_taken_into_the_snapshot_in_hand_and_one_that_does_is_judged() {
+    // A farm's screen and watcher judge every job again for nothing at each beat otherwise
+    // (twice a minute, some 20 ms each on 10,000 jobs): a beat of the same watcher that was
+    // alive and is is taken into the snapshot in hand. One that ends or starts a stuck
+    // spell is judged, and the stuck moment moves with every beat.
+    let mut sandbox = Sandbox::new();
+    sandbox.config("", "");
+    let watcher = sandbox.watch(&[]);
+    let lock = sandbox.path("state").join("watch.lock");
+    sandbox.wait_until(Duration::from_secs(20), "the watch lock", || {
+        fs::read_to_string(&lock).is_ok_and(|text| text.contains(&watcher.to_string()))
+    });
+    let config = mihari::config::load(&sandbox.path("jobs.yaml")).unwrap();
+    let (sender, triggers) = std::sync::mpsc::channel();
+    let sender = std::sync::Mutex::new(sender);
+    let mut live = mihari::engine::live::Live::new(
+        config,
+        std::sync::Arc::new(move |trigger| {
+            let _ = sender.lock().map(|sender| sender.send(trigger));
+        }),
+    )
+    .unwrap();
+    let mut held = live.start(chrono::Utc::now());
+    let judged_at = held.generated_at;
+    let beat = |at: std::time::SystemTime| {
+        fs::File::open(&lock).unwrap().set_modified(at).unwrap();
+        chrono::DateTime::<chrono::Utc>::from(fs::metadata(&lock).unwrap().modified().unwrap())
+    };
+
+    // A beat: nothing to judge again; the snapshot in hand has the new pass.
+    let beaten = beat(std::time::SystemTime::now());
+    let mut arrivals = batch(&mut live, &triggers, Duration::from_secs(5));
+    assert!(arrivals.any(), "the beat was not heard");
+    live.absorb_beat(&mut arrivals, Some(&mut held), chrono::Utc::now());
+    assert!(!arrivals.any(), "a beat that changes nothing made a pass");
+    assert_eq!(held.generated_at, judged_at);
+    match &held.watcher {
+        mihari::engine::WatcherStatus::Alive { pid, last_pass, .. } => {
+            assert_eq!((*pid, *last_pass), (watcher, beaten));
+        }
+        other => panic!("{other:?}"),
+    }
+    let stuck_at = live
+        .deadline(&held, chrono::Utc::now())
+        .expect("a stuck moment");
+    assert!(
+        stuck_at > beaten + chrono::Duration::seconds(299),
+        "the stuck moment did not move with the beat: {stuck_at} for a beat at {beaten}"
+    );
+
+    // Its last pass ten minutes ago: stuck, which is judged.
+    beat(std::time::SystemTime::now() - Duration::from_secs(600));
+    let mut arrivals = batch(&mut live, &triggers, Duration::from_secs(5));
+    live.absorb_beat(&mut arrivals, Some(&mut held), chrono::Utc::now());
+    assert!(
+        arrivals.any(),
+        "a watcher turned stuck was taken as a plain beat"
+    );
+    let seen = live
+        .apply(arrivals, false, chrono::Utc::now())
+        .expect("a pass");
+    assert!(
+        seen.list
+            .rules
+            .iter()
+            .any(|rule| rule.contains("stuck") || rule.contains("STUCK")),
+        "{:?}",
+        seen.list.rules
+    );
+
+    // A beat after that ends the stuck spell: judged again, no rule left.
+    held = seen;
+    beat(std::time::SystemTime::now());
+    let mut arrivals = batch(&mut live, &triggers, Duration::from_secs(5));
+    live.absorb_beat(&mut arrivals, Some(&mut held), chrono::Utc::now());
+    assert!(
+        arrivals.any(),
+        "the end of a stuck spell was taken as a plain beat"
+    );
+    let seen = live
+        .apply(arrivals, false, chrono::Utc::now())
+        .expect("a pass");
+    assert!(seen.list.rules.is_empty(), "{:?}", seen.list.rules);
+}

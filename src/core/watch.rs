@@ -27,6 +27,17 @@ pub const PASS_BEAT_SEC: i64 = 60;
 /// missed, far more than any pass takes.
 pub const STUCK_AFTER_SEC: i64 = 300;
 
+/// How far the wall clock may move from the time that passed before a pass hears of it.
+pub const CLOCK_SLIP_SEC: i64 = 2;
+
+/// Whether the wall clock moved (`wall`) other than the time that passed (`elapsed`, on the
+/// monotonic clock) by more than [`CLOCK_SLIP_SEC`]: set by hand, or stepped. A turn of the
+/// loop for its beat alone passes then, so the digest's cut hears of it.
+pub fn clock_moved(wall: chrono::TimeDelta, elapsed: std::time::Duration) -> bool {
+    let elapsed = chrono::TimeDelta::from_std(elapsed).unwrap_or(chrono::TimeDelta::MAX);
+    (wall - elapsed).abs() > chrono::TimeDelta::seconds(CLOCK_SLIP_SEC)
+}
+
 /// How long a watcher whose last pass was recorded at `last_pass` has been stuck at `now`:
 /// `Some(since the last pass)` past [`STUCK_AFTER_SEC`], `None` while it passes often enough.
 /// A last pass ahead of `now` (a clock stepped back) is not stuck.

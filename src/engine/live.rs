@@ -712,6 +712,27 @@ impl Live {
         Some(snapshot)
     }
 
+    /// Takes a beat of the same live watcher that changes nothing judged into `held`, the
+    /// snapshot in hand, and out of `arrivals`: no pass for it ([`Engine::absorb_beat`]).
+    /// With no snapshot in hand, or with the store to read again, the pass reads it.
+    pub fn absorb_beat(
+        &mut self,
+        arrivals: &mut Arrivals,
+        held: Option<&mut Snapshot>,
+        now: DateTime<Utc>,
+    ) {
+        if !arrivals.watcher || arrivals.store {
+            return;
+        }
+        let Some(held) = held else {
+            return;
+        };
+        if let Some(status) = self.engine.absorb_beat(now) {
+            held.watcher = status;
+            arrivals.watcher = false;
+        }
+    }
+
     /// Whether the last [`Live::apply`] gathered a storm (files of more than one job writing
     /// on): for [`Pace::gathered_storm`].
     pub fn gathered_storm(&self) -> bool {
@@ -791,16 +812,18 @@ impl Live {
         if !self.process_jobs.is_empty() && self.next_process_poll.is_none() {
             self.next_process_poll = Some(now + PROCESS_POLL);
         }
-        let engine = match self.engine_deadline {
+        // The jobs' moments are worked out once a snapshot; the watcher's moves with its beat.
+        let jobs = match self.engine_deadline {
             Some((judged, at)) if judged == snapshot.generated_at => at,
             _ => {
-                let at = self.engine.next_deadline(snapshot);
+                let at = self.engine.next_job_deadline(snapshot);
                 self.engine_deadline = Some((snapshot.generated_at, at));
                 at
             }
         };
         [
-            engine,
+            jobs,
+            self.engine.watcher_deadline(snapshot),
             self.next_holder_poll,
             self.next_folder_poll,
             self.next_process_poll,

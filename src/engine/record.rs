@@ -414,7 +414,32 @@ pub enum WatcherStatus {
     Unknown { why: String },
 }
 
+/// How far two readings of one process's start may lie apart. The start is worked out from
+/// two clocks read one after the other (the wall clock, and the time since boot), so every
+/// reading of the same start differs by microseconds, and by more when the clock is adjusted.
+const SAME_START_WITHIN_MS: i64 = 1000;
+
 impl WatcherStatus {
+    /// Whether `other` is this live watcher still: the same process, read again (its lock
+    /// beaten, say). A PID used again would need the PIDs to wrap round within the second
+    /// its start is read to.
+    pub fn same_live_watcher(&self, other: &WatcherStatus) -> bool {
+        match (self, other) {
+            (
+                WatcherStatus::Alive { pid, since, .. },
+                WatcherStatus::Alive {
+                    pid: other_pid,
+                    since: other_since,
+                    ..
+                },
+            ) => {
+                pid == other_pid
+                    && (*since - *other_since).num_milliseconds().abs() < SAME_START_WITHIN_MS
+            }
+            _ => false,
+        }
+    }
+
     /// The header's words, times in UTC.
     pub fn words(&self) -> String {
         self.words_in(crate::probe::zone::Zone::Utc)
@@ -614,6 +639,31 @@ mod tests {
 
     fn store_in(dir: &Path) -> Store {
         Store::open(&dir.join("state"), Actor::Cli).expect("a store")
+    }
+
+    #[test]
+    fn a_watcher_read_again_is_the_same_one_though_its_start_reads_a_little_apart() {
+        let since = Utc::now();
+        let alive = |pid, since, last_pass| WatcherStatus::Alive {
+            pid,
+            since,
+            last_pass,
+        };
+        let first = alive(41, since, since);
+        let beaten = since + Duration::seconds(30);
+        // Microseconds apart, as two reads of one start are.
+        let again = alive(41, since + Duration::microseconds(7), beaten);
+        assert!(first.same_live_watcher(&again));
+        assert!(again.same_live_watcher(&first));
+        assert!(!first.same_live_watcher(&alive(42, since, beaten)));
+        assert!(!first.same_live_watcher(&alive(41, since + Duration::seconds(5), beaten)));
+        assert!(!first.same_live_watcher(&WatcherStatus::Never));
+        let stuck = WatcherStatus::Stuck {
+            pid: 41,
+            last_pass: since,
+            ago: Duration::seconds(600),
+        };
+        assert!(!stuck.same_live_watcher(&stuck));
     }
 
     #[test]

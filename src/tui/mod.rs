@@ -329,6 +329,7 @@ async fn event_loop(
         // A display tick only redraws ages; verdicts are judged again only when one of the
         // engine's own deadlines (a stall, a timeout, a check) has come.
         let reached = engine_deadline.is_some_and(|at| at <= now);
+        live.absorb_beat(&mut arrivals, model.snapshot.as_mut(), now);
         // Nothing draws while the next snapshot is made, and one is always made when
         // something arrived or a deadline came: the last one is let go first, so a farm
         // never holds two of them beside the engine's evidence.
