@@ -462,6 +462,41 @@ fn enter_opens_the_detail_tab_switches_and_esc_closes() {
     assert!(!big.zoomed);
 }
 
+/// The list is asked for the lines in view, not made a line per job: every window, every
+/// line and every count below a window reads as the whole list does, filtered or not.
+#[test]
+fn the_lines_in_view_are_those_of_the_whole_list() {
+    use mihari::tui::model::Row;
+    for filter in ["", "ml", "e", "RUNNING"] {
+        let mut model = model_at(120, 40);
+        if !filter.is_empty() {
+            press(&mut model, "/");
+            press(&mut model, filter);
+        }
+        let rows = model.rows();
+        let all: Vec<Row> = rows.iter().collect();
+        assert_eq!(all.len(), rows.len(), "{filter}");
+        assert!(
+            all.iter().any(|r| matches!(r, Row::Heading { .. }))
+                && all.iter().any(|r| matches!(r, Row::Job(_))),
+            "{filter}: {all:?}"
+        );
+        for start in 0..=all.len() + 1 {
+            for count in [0, 1, 3, 40] {
+                let whole: Vec<Row> = all.iter().skip(start).take(count).copied().collect();
+                assert_eq!(rows.window(start, count), whole, "{filter} {start} {count}");
+            }
+            let below = all
+                .iter()
+                .skip(start)
+                .filter(|r| !matches!(r, Row::Heading { .. }))
+                .count();
+            assert_eq!(rows.rows_from(start), below, "{filter} {start}");
+            assert_eq!(rows.get(start), all.get(start).copied(), "{filter} {start}");
+        }
+    }
+}
+
 #[test]
 fn the_filter_matches_id_owner_or_state_and_esc_clears_it() {
     let mut model = model_at(80, 24);

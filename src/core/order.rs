@@ -19,12 +19,20 @@ pub struct ActionList {
     pub dispatch_held: Option<String>,
     /// Rules found broken that belong to no job ("no machine is watching"): RED.
     pub rules: Vec<String>,
+    /// How many approvals the rows wait for, counted once a list: a screen that asks at
+    /// every frame would read every row of a farm to learn that none does.
+    approvals: usize,
 }
 
 impl ActionList {
     /// Every row: the action list, then the rest.
     pub fn rows(&self) -> impl Iterator<Item = &Assessment> {
         self.actions.iter().chain(self.rest.iter())
+    }
+
+    /// How many approvals the rows wait for, all told.
+    pub fn pending_approvals(&self) -> usize {
+        self.approvals
     }
 
     /// The rows of one bucket.
@@ -95,10 +103,16 @@ pub fn order_with_rules(assessments: Vec<Assessment>, rules: Vec<String>) -> Act
             row.held = Some(format!("held: nothing new is dispatched while {why}"));
         }
     }
+    let approvals = actions
+        .iter()
+        .chain(&rest)
+        .map(|a| a.pending_approvals.len())
+        .sum();
     ActionList {
         actions,
         rest,
         dispatch_held,
         rules,
+        approvals,
     }
 }

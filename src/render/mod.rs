@@ -34,10 +34,7 @@ pub fn status_code(snapshot: &Snapshot) -> u8 {
     if snapshot.store_fault.is_some() {
         return EXIT_UNKNOWN;
     }
-    let approvals = snapshot
-        .list
-        .rows()
-        .any(|row| !row.pending_approvals.is_empty());
+    let approvals = snapshot.list.pending_approvals() > 0;
     match snapshot.list.worst() {
         Some(Bucket::Restart | Bucket::Red) => EXIT_CRITICAL,
         Some(Bucket::Stale | Bucket::Dispatch) => EXIT_WARNING,

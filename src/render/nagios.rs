@@ -17,7 +17,7 @@ use super::{EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, status_code};
 pub fn render(snapshot: &Snapshot, out: &mut impl Write) -> io::Result<()> {
     let list = &snapshot.list;
     let counts = list.counts();
-    let approvals: usize = list.rows().map(|row| row.pending_approvals.len()).sum();
+    let approvals = list.pending_approvals();
     let status = match status_code(snapshot) {
         EXIT_OK => "OK",
         EXIT_WARNING => "WARNING",

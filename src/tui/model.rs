@@ -508,6 +508,94 @@ pub enum Row<'a> {
     Rule(&'a str),
 }
 
+/// The lines of the action list as shown, held as runs of rows rather than a line per job:
+/// a farm's screen asks for the forty lines in view, and the rest are not made.
+#[derive(Debug, Default)]
+pub struct Rows<'a> {
+    runs: Vec<Run<'a>>,
+    len: usize,
+}
+
+/// A run of lines of one kind.
+#[derive(Debug)]
+enum Run<'a> {
+    Heading(Section, usize),
+    Lines(Vec<Row<'a>>),
+    /// Jobs in their order, all of a slice (no filter: not picked one by one).
+    Jobs(&'a [Assessment]),
+}
+
+impl Run<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Run::Heading(..) => 1,
+            Run::Lines(lines) => lines.len(),
+            Run::Jobs(jobs) => jobs.len(),
+        }
+    }
+}
+
+impl<'a> Rows<'a> {
+    fn push(&mut self, run: Run<'a>) {
+        self.len += run.len();
+        self.runs.push(run);
+    }
+
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Line `at`, counted from 0.
+    pub fn get(&self, at: usize) -> Option<Row<'a>> {
+        let mut at = at;
+        for run in &self.runs {
+            if at < run.len() {
+                return Some(match run {
+                    Run::Heading(section, count) => Row::Heading {
+                        section: *section,
+                        count: *count,
+                    },
+                    Run::Lines(lines) => lines[at],
+                    Run::Jobs(jobs) => Row::Job(&jobs[at]),
+                });
+            }
+            at -= run.len();
+        }
+        None
+    }
+
+    /// Every line, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Row<'a>> + '_ {
+        (0..self.len).filter_map(|at| self.get(at))
+    }
+
+    /// The `count` lines from `start` on (fewer at the end).
+    pub fn window(&self, start: usize, count: usize) -> Vec<Row<'a>> {
+        (start..self.len.min(start.saturating_add(count)))
+            .filter_map(|at| self.get(at))
+            .collect()
+    }
+
+    /// How many lines from `start` on are not headings: the rows below a window.
+    pub fn rows_from(&self, start: usize) -> usize {
+        let mut first = 0;
+        let mut rows = 0;
+        for run in &self.runs {
+            let end = first + run.len();
+            if !matches!(run, Run::Heading(..)) && end > start {
+                rows += end - start.max(first);
+            }
+            first = end;
+        }
+        rows
+    }
+}
+
 /// Where the cursor can rest: a job's row, or one of its approvals in the APPROVALS group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stop {
@@ -626,58 +714,58 @@ impl Model {
     /// The lines of the action list as shown: the pending approvals first, then headings
     /// with counts and their jobs, the buckets in fixed order, then the jobs with nothing to
     /// do. Filtered.
-    pub fn rows(&self) -> Vec<Row<'_>> {
+    pub fn rows(&self) -> Rows<'_> {
+        let mut rows = Rows::default();
         let Some(snapshot) = &self.snapshot else {
-            return Vec::new();
+            return rows;
         };
-        let mut rows = Vec::new();
         let needle = self.needle();
         let needle = needle.as_ref();
-        let approvals: Vec<Row<'_>> = snapshot
-            .list
-            .rows()
-            .filter(|a| !a.pending_approvals.is_empty() && self.matches(needle, a))
-            .flat_map(|a| a.pending_approvals.iter().map(move |p| Row::Approval(a, p)))
-            .collect();
-        if !approvals.is_empty() {
-            rows.push(Row::Heading {
-                section: Section::Approvals,
-                count: approvals.len(),
-            });
-            rows.extend(approvals);
+        // Counted once a list: a farm with none is not read row by row at every frame.
+        if snapshot.list.pending_approvals() > 0 {
+            let approvals: Vec<Row<'_>> = snapshot
+                .list
+                .rows()
+                .filter(|a| !a.pending_approvals.is_empty() && self.matches(needle, a))
+                .flat_map(|a| a.pending_approvals.iter().map(move |p| Row::Approval(a, p)))
+                .collect();
+            if !approvals.is_empty() {
+                rows.push(Run::Heading(Section::Approvals, approvals.len()));
+                rows.push(Run::Lines(approvals));
+            }
         }
         for bucket in Bucket::ORDER {
-            let jobs: Vec<&Assessment> = snapshot
-                .list
-                .bucket(bucket)
-                .filter(|a| self.matches(needle, a))
-                .collect();
-            let rules: Vec<&str> = if bucket == Bucket::Red {
-                snapshot.list.rules.iter().map(String::as_str).collect()
+            let mut lines: Vec<Row<'_>> = if bucket == Bucket::Red {
+                snapshot.list.rules.iter().map(|r| Row::Rule(r)).collect()
             } else {
                 Vec::new()
             };
-            if !jobs.is_empty() || !rules.is_empty() {
-                rows.push(Row::Heading {
-                    section: Section::Bucket(bucket),
-                    count: jobs.len() + rules.len(),
-                });
-                rows.extend(rules.into_iter().map(Row::Rule));
-                rows.extend(jobs.into_iter().map(Row::Job));
+            lines.extend(
+                snapshot
+                    .list
+                    .bucket(bucket)
+                    .filter(|a| self.matches(needle, a))
+                    .map(Row::Job),
+            );
+            if !lines.is_empty() {
+                rows.push(Run::Heading(Section::Bucket(bucket), lines.len()));
+                rows.push(Run::Lines(lines));
             }
         }
-        let rest: Vec<&Assessment> = snapshot
-            .list
-            .rest
-            .iter()
-            .filter(|a| self.matches(needle, a))
-            .collect();
-        if !rest.is_empty() {
-            rows.push(Row::Heading {
-                section: Section::Rest,
-                count: rest.len(),
-            });
-            rows.extend(rest.into_iter().map(Row::Job));
+        let rest = &snapshot.list.rest;
+        let rest = if needle.is_none() {
+            Run::Jobs(rest)
+        } else {
+            Run::Lines(
+                rest.iter()
+                    .filter(|a| self.matches(needle, a))
+                    .map(Row::Job)
+                    .collect(),
+            )
+        };
+        if rest.len() > 0 {
+            rows.push(Run::Heading(Section::Rest, rest.len()));
+            rows.push(rest);
         }
         rows
     }
@@ -743,7 +831,7 @@ impl Model {
         let areas = self.areas();
         let mut ages = Vec::new();
         if let Some((start, shown, _)) = self.list_window().filter(|_| self.events.is_none()) {
-            for row in self.rows().iter().skip(start).take(shown) {
+            for row in self.rows().window(start, shown) {
                 if let Row::Job(a) = row
                     && let Some(age) = self.age_now(a)
                 {
@@ -848,7 +936,7 @@ impl Model {
             .iter()
             .filter_map(|r| match r {
                 Row::Heading { section: s, .. } => {
-                    section = *s;
+                    section = s;
                     None
                 }
                 Row::Job(a) => Some(Stop {
@@ -943,14 +1031,14 @@ impl Model {
         };
         let height = layout::list_inner_height(list).max(1);
         let rows = self.rows();
-        let line = rows.iter().position(|r| self.is_selected(r));
+        let line = rows.iter().position(|r| self.is_selected(&r));
         let max_scroll = if rows.len() <= height {
             0
         } else {
             rows.len() - height.saturating_sub(1).max(1)
         };
         if let Some(line) = line {
-            let top = if line > 0 && matches!(rows[line - 1], Row::Heading { .. }) {
+            let top = if line > 0 && matches!(rows.get(line - 1), Some(Row::Heading { .. })) {
                 line - 1
             } else {
                 line

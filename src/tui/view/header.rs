@@ -101,11 +101,7 @@ fn first_line_at(model: &Model, step: u8) -> (Vec<Span<'static>>, Option<String>
             spans.push(Span::raw(" "));
             spans.push(Span::styled(format!("{name} {count}"), style));
         }
-        let approvals: usize = snapshot
-            .list
-            .rows()
-            .map(|row| row.pending_approvals.len())
-            .sum();
+        let approvals = snapshot.list.pending_approvals();
         if approvals > 0 {
             let name = if abbreviated { "APPR" } else { "APPROVALS" };
             spans.push(Span::styled(

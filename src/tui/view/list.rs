@@ -144,11 +144,7 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
         .border_style(border)
         .title(Line::from(title));
     // What is below the window, on the bottom border: the list never ends silently.
-    let below = rows
-        .iter()
-        .skip(start + shown)
-        .filter(|r| !matches!(r, Row::Heading { .. }))
-        .count();
+    let below = rows.rows_from(start + shown);
     if below > 0 {
         block = block.title_bottom(Line::styled(
             format!(" ↓ {below} more below "),
@@ -194,7 +190,7 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
             .unwrap_or(8)
     }
     .clamp(8, 20);
-    let in_view: Vec<&Row> = rows.iter().skip(start).take(shown).collect();
+    let in_view = rows.window(start, shown);
     let widest = |text: &dyn Fn(&Assessment) -> String, title: &str| {
         in_view
             .iter()
@@ -214,10 +210,10 @@ pub(super) fn action_list(model: &Model, frame: &mut Frame, area: Rect) {
     let (cols, why_width) = columns(width, id_width, &widths);
     let mut lines: Vec<Line> = vec![column_titles(model, id_width, &cols, &widths, why_width)];
     if above {
-        lines.push(above_line(model, &rows[..start], width));
+        lines.push(above_line(model, &rows.window(0, start), width));
     }
     lines.extend(in_view.into_iter().map(|row| match row {
-        Row::Heading { section, count } => heading_line(model, *section, *count, snapshot),
+        Row::Heading { section, count } => heading_line(model, section, count, snapshot),
         Row::Job(a) => job_line(model, a, id_width, &cols, &widths, why_width, width),
         Row::Approval(a, approval) => approval_line(model, a, approval, id_width, width),
         Row::Rule(rule) => Line::styled(
