@@ -720,15 +720,17 @@ async fn watch_forever(
     // A pass follows anything new: a snapshot, a deadline, an outcome. A turn of the loop for
     // the beat alone (or the file event of its own beat) passes only when the wall clock
     // moved other than time did, which the digest's cut must hear of: on 10,000 jobs a pass
-    // costs some 20 ms.
+    // costs some 20 ms. Every job is judged again at least every JUDGED_AT_LEAST_EVERY, for
+    // what time alone changes that no deadline names.
     let mut pass_due = true;
     let mut passed = (std::time::Instant::now(), Utc::now());
     loop {
         let now = Utc::now();
+        let turned = std::time::Instant::now();
         let mut decisions = Vec::new();
         if pass_due || clock_moved(passed, now) {
             (decisions, waits) = watcher.pass(&live, &snapshot, store, now);
-            passed = (std::time::Instant::now(), now);
+            passed = (turned, now);
         }
         // Recorded at most every half beat (each is a file event for every reader), and at
         // least every beat: the deadline below wakes the loop for it.
@@ -766,7 +768,9 @@ async fn watch_forever(
         }
 
         let engine_deadline = live.deadline(&snapshot, now);
-        let work_due = watcher.deadline(&waits, store);
+        let work_due = watcher
+            .deadline(&waits, store)
+            .min(passed.1 + JUDGED_AT_LEAST_EVERY);
         let mut own = work_due;
         if let Some(textfile) = &textfile {
             let wait = textfile
@@ -862,6 +866,10 @@ async fn watch_forever(
         start_checks(&mut live, &sender, now);
     }
 }
+
+/// The longest the watcher goes without judging every job again and passing, when no file
+/// changes and no deadline comes.
+const JUDGED_AT_LEAST_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 
 /// Whether the wall clock moved other than time did since the pass at `passed` (a monotonic
 /// instant and the wall clock read with it).

@@ -428,6 +428,10 @@ fn a_restart_under_way_is_not_a_spent_cap_until_its_outcome_is_known() {
     // Its outcome is back and the job is still down: now the cap is spent, told once.
     let pass = brain.pass(&snapshot.list, &jobs, &history, &|_| false, cap, &[], now);
     assert_eq!(pass.capped, ["j01"], "{pass:?}");
+    // The cap frees when the oldest of the day's restarts turns a day old: the watcher looks
+    // again then, though no file changes meanwhile.
+    let frees = at(9, 0) + chrono::Duration::hours(24) + chrono::Duration::milliseconds(1);
+    assert_eq!(pass.waits, [("j01".to_string(), frees)], "{pass:?}");
     let broken: Vec<_> = pass
         .escalate
         .iter()

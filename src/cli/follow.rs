@@ -162,7 +162,6 @@ async fn follow(config: Config, out: &mut impl Write) -> Result<(), String> {
         }
         let now = Utc::now();
         let reached = engine_deadline.is_some_and(|at| at <= now);
-        live.absorb_beat(&mut arrivals, Some(&mut snapshot), now);
         let applied = live.apply(arrivals, reached, now);
         pace.gathered_storm(live.gathered_storm());
         if let Some(fresh) = applied {

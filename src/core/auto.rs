@@ -33,8 +33,13 @@ pub enum AutoVerdict {
     Now,
     /// Restart it at this moment, when its backoff has passed.
     Wait(DateTime<Utc>),
-    /// The daily cap is spent: a human must look for the cause.
-    CapSpent { restarts: usize, cap: u32 },
+    /// The daily cap is spent: a human must look for the cause. It frees when the oldest of
+    /// the day's restarts turns a day old (`frees_at`), and the watcher looks again then.
+    CapSpent {
+        restarts: usize,
+        cap: u32,
+        frees_at: DateTime<Utc>,
+    },
     /// The machine's restart of it is under way (spawned, its run not yet seen holding the
     /// lock): nothing more to decide or to tell until that restart's outcome is known. The
     /// spawn that spent the cap is not yet a run that failed.
@@ -78,9 +83,11 @@ pub fn auto_restart(
         .filter(|at| *at > day_ago && *at <= now)
         .collect();
     if recent.len() as u64 >= u64::from(cap) {
+        let oldest = recent.iter().min().copied().unwrap_or(now);
         return AutoVerdict::CapSpent {
             restarts: recent.len(),
             cap,
+            frees_at: oldest + Duration::hours(24) + Duration::milliseconds(1),
         };
     }
     match next_allowed(&recent) {

@@ -152,7 +152,7 @@ pub fn conditions<'a>(
                         row.id
                     ),
                 ),
-                Some(AutoVerdict::CapSpent { restarts, cap }) => add(
+                Some(AutoVerdict::CapSpent { restarts, cap, .. }) => add(
                     &mut found,
                     EscalationKind::BrokenRule,
                     format!(

@@ -188,7 +188,11 @@ impl Brain {
                     pass.restarts.push(row.id.clone())
                 }
                 AutoVerdict::Wait(at) => pass.waits.push((row.id.clone(), *at)),
-                AutoVerdict::CapSpent { .. } => pass.capped.push(row.id.clone()),
+                AutoVerdict::CapSpent { frees_at, .. } => {
+                    pass.capped.push(row.id.clone());
+                    // Nothing else may happen before the cap frees: the watcher looks then.
+                    pass.waits.push((row.id.clone(), *frees_at));
+                }
                 _ => {}
             }
             verdicts.insert(row.id.clone(), verdict);

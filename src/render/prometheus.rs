@@ -22,7 +22,8 @@ use crate::engine::{Snapshot, WatcherStatus};
 pub enum Writer {
     /// `mihari check --prometheus`: the watcher is judged from its lock and its record.
     Check,
-    /// The watcher itself, at the end of the pass that finished at `at`.
+    /// The watcher itself, at the end of its loop's turn at `at`: a pass, or a turn with
+    /// nothing new to judge, whose judgment stands as the last pass left it.
     Watcher { at: DateTime<Utc> },
     /// The watcher, on its way out: what it writes last says that nothing watches now.
     WatcherStopping,
