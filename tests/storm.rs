@@ -587,3 +587,53 @@ fn the_dashboard_draws_a_write_storm_at_most_once_per_pace_window_and_still_show
         "{frames} frames in {elapsed:?}: a storm must be drawn at most once per {PACE:?}"
     );
 }
+
+/// A pass that read only the store does not count for the pace (the watcher's records of one
+/// change would hold up its judgment of the next by up to the pace), but never two in a row:
+/// records and reads that fed each other would spin. A batch that made no pass counts for
+/// neither. Only the lower bound is asserted here (a
+/// sleep is never early); how soon the pass after one comes is the bench's to measure.
+#[test]
+fn passes_that_read_only_the_store_are_paced_when_two_come_in_a_row() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let (sender, mut inbox) = tokio::sync::mpsc::unbounded_channel::<u8>();
+    let mut pace = Pace::new();
+    let (file_event, not_a_log) = (|_: &u8| true, |_: &u8| false);
+    runtime.block_on(async {
+        sender.send(0).expect("send");
+        let batch = pace
+            .next_batch(&mut inbox, None, file_event, not_a_log)
+            .await;
+        assert_eq!(batch, [0]);
+        pace.read_the_store_only();
+        // A batch that made no pass (a beat taken into the snapshot in hand) is not one of
+        // the row, nor does it break it.
+        sender.send(9).expect("send");
+        let batch = pace
+            .next_batch(&mut inbox, None, file_event, not_a_log)
+            .await;
+        assert_eq!(batch, [9]);
+        pace.made_no_pass();
+        sender.send(1).expect("send");
+        let batch = pace
+            .next_batch(&mut inbox, None, file_event, not_a_log)
+            .await;
+        let second = Instant::now();
+        assert_eq!(batch, [1]);
+        // The second in a row: it counts, and the next pass keeps the pace after it.
+        pace.read_the_store_only();
+        sender.send(2).expect("send");
+        let batch = pace
+            .next_batch(&mut inbox, None, file_event, not_a_log)
+            .await;
+        assert_eq!(batch, [2]);
+        assert!(
+            second.elapsed() + Duration::from_millis(5) >= PACE,
+            "a pass {:?} after two that read only the store: the pace is {PACE:?}",
+            second.elapsed()
+        );
+    });
+}

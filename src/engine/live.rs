@@ -94,6 +94,11 @@ pub struct Pace {
     /// Whether the last batch came, for something else, before the storm's next pass was
     /// due: its pass leaves the storm's files to that pass ([`Arrivals::holding_growth`]).
     holds: bool,
+    /// When the pass before the last began, had the last not counted.
+    before: Option<tokio::time::Instant>,
+    /// Whether the last pass read only the store and did not count for the pace, and whether
+    /// the one before it did not either.
+    uncounted: (bool, bool),
 }
 
 impl Default for Pace {
@@ -106,6 +111,8 @@ impl Default for Pace {
             files_pass: None,
             storm: None,
             holds: false,
+            before: None,
+            uncounted: (false, false),
         }
     }
 }
@@ -209,6 +216,8 @@ impl Pace {
             !batch.iter().all(&can_wait) && self.last.is_some_and(|last| now < last + PACE);
         self.holds = !batch.iter().all(&may_space)
             && self.storm.is_some_and(|began| now < began + self.spacing);
+        self.uncounted = (false, self.uncounted.0);
+        self.before = self.last;
         if !self.early {
             self.last = Some(now);
         }
@@ -222,6 +231,28 @@ impl Pace {
     /// happens meanwhile.
     pub fn holds_growth(&self) -> bool {
         self.holds
+    }
+
+    /// Says that the last batch made no pass at all (a beat taken into the snapshot in hand,
+    /// a tick of the screen's clock): it does not count for the pace, nor as a pass in a row.
+    pub fn made_no_pass(&mut self) {
+        if !self.early {
+            self.last = self.before;
+        }
+        self.uncounted.0 = self.uncounted.1;
+    }
+
+    /// Says that the pass of the last batch read only the store: what a watcher recorded
+    /// (the watcher's own records too, which come back to it as a change). It does not count
+    /// for the pace, so a change that comes right after it is not put off by it: the
+    /// watcher's records of one change would otherwise hold up its judgment of the next by
+    /// up to the pace. Two such passes in a row count, so no loop of records and reads can
+    /// spin.
+    pub fn read_the_store_only(&mut self) {
+        if !self.early && !self.uncounted.1 {
+            self.last = self.before;
+            self.uncounted.0 = true;
+        }
     }
 
     /// Whether the last batch came before its file events' time, for something that cannot
@@ -296,6 +327,16 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
+    /// Whether all they ask is to read the store again: what was recorded, nothing of a job.
+    pub fn store_only(&self) -> bool {
+        self.store
+            && self.touched.is_empty()
+            && !self.everything
+            && !self.folders_moved
+            && !self.config
+            && self.checks.is_empty()
+    }
+
     /// Arrivals for a batch whose pass leaves a storm's files to the storm's own next pass
     /// when `hold` ([`Pace::holds_growth`]).
     pub fn holding_growth(hold: bool) -> Arrivals {
