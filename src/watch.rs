@@ -836,11 +836,7 @@ async fn watch_forever(
         // The beat and the textfile's minute wake the loop with nothing to judge again.
         let reached = engine_deadline.is_some_and(|at| at <= now) || work_due <= now || restarted;
         live.absorb_beat(&mut arrivals, Some(&mut snapshot), now);
-        if !reached && !arrivals.any() {
-            pace.made_no_pass();
-        } else if !reached && arrivals.store_only() {
-            pace.read_the_store_only();
-        }
+        pace.weigh(&arrivals, reached);
         let applied = live.apply(arrivals, reached, now);
         pass_due = applied.is_some() || reached || notified;
         pace.gathered_storm(live.gathered_storm());

@@ -601,39 +601,36 @@ fn passes_that_read_only_the_store_are_paced_when_two_come_in_a_row() {
         .expect("a runtime");
     let (sender, mut inbox) = tokio::sync::mpsc::unbounded_channel::<u8>();
     let mut pace = Pace::new();
-    let (file_event, not_a_log) = (|_: &u8| true, |_: &u8| false);
     runtime.block_on(async {
-        sender.send(0).expect("send");
-        let batch = pace
-            .next_batch(&mut inbox, None, file_event, not_a_log)
-            .await;
-        assert_eq!(batch, [0]);
+        hand_one(&mut pace, &sender, &mut inbox, 0).await;
         pace.read_the_store_only();
         // A batch that made no pass (a beat taken into the snapshot in hand) is not one of
         // the row, nor does it break it.
-        sender.send(9).expect("send");
-        let batch = pace
-            .next_batch(&mut inbox, None, file_event, not_a_log)
-            .await;
-        assert_eq!(batch, [9]);
+        hand_one(&mut pace, &sender, &mut inbox, 9).await;
         pace.made_no_pass();
-        sender.send(1).expect("send");
-        let batch = pace
-            .next_batch(&mut inbox, None, file_event, not_a_log)
-            .await;
+        hand_one(&mut pace, &sender, &mut inbox, 1).await;
         let second = Instant::now();
-        assert_eq!(batch, [1]);
         // The second in a row: it counts, and the next pass keeps the pace after it.
         pace.read_the_store_only();
-        sender.send(2).expect("send");
-        let batch = pace
-            .next_batch(&mut inbox, None, file_event, not_a_log)
-            .await;
-        assert_eq!(batch, [2]);
+        hand_one(&mut pace, &sender, &mut inbox, 2).await;
         assert!(
             second.elapsed() + Duration::from_millis(5) >= PACE,
             "a pass {:?} after two that read only the store: the pace is {PACE:?}",
             second.elapsed()
         );
     });
+}
+
+/// Sends `input` as a file event and takes the batch the pace hands out: that one alone.
+async fn hand_one(
+    pace: &mut Pace,
+    sender: &tokio::sync::mpsc::UnboundedSender<u8>,
+    inbox: &mut tokio::sync::mpsc::UnboundedReceiver<u8>,
+    input: u8,
+) {
+    sender.send(input).expect("send");
+    let batch = pace
+        .next_batch(inbox, None, |_: &u8| true, |_: &u8| false)
+        .await;
+    assert_eq!(batch, [input]);
 }

@@ -1114,12 +1114,16 @@ fn settle(
     newest
 }
 
-#[test]
-fn a_watchers_beat_is_read_again_and_its_death_too() {
-    // The watch lock's time is the watcher's last pass: the dashboard reads it again at every
-    // beat (twice a minute) without reading every job's part of the store, so a beat that
-    // stops still turns the watcher STUCK, and its death still reads as one.
-    let mut sandbox = Sandbox::new();
+/// A running `mihari watch` on an empty jobs file in `sandbox`, and a live engine beside it
+/// whose triggers come out of the receiver: the watcher's PID, its watch lock, the engine.
+fn live_beside_a_watcher(
+    sandbox: &mut Sandbox,
+) -> (
+    u32,
+    std::path::PathBuf,
+    mihari::engine::live::Live,
+    std::sync::mpsc::Receiver<mihari::engine::triggers::Trigger>,
+) {
     sandbox.config("", "");
     let watcher = sandbox.watch(&[]);
     let lock = sandbox.path("state").join("watch.lock");
@@ -1129,13 +1133,23 @@ fn a_watchers_beat_is_read_again_and_its_death_too() {
     let config = mihari::config::load(&sandbox.path("jobs.yaml")).unwrap();
     let (sender, triggers) = std::sync::mpsc::channel();
     let sender = std::sync::Mutex::new(sender);
-    let mut live = mihari::engine::live::Live::new(
+    let live = mihari::engine::live::Live::new(
         config,
         std::sync::Arc::new(move |trigger| {
             let _ = sender.lock().map(|sender| sender.send(trigger));
         }),
     )
     .unwrap();
+    (watcher, lock, live, triggers)
+}
+
+#[test]
+fn a_watchers_beat_is_read_again_and_its_death_too() {
+    // The watch lock's time is the watcher's last pass: the dashboard reads it again at every
+    // beat (twice a minute) without reading every job's part of the store, so a beat that
+    // stops still turns the watcher STUCK, and its death still reads as one.
+    let mut sandbox = Sandbox::new();
+    let (watcher, lock, mut live, triggers) = live_beside_a_watcher(&mut sandbox);
     let first = live.start(chrono::Utc::now());
     assert!(
         matches!(first.watcher, mihari::engine::WatcherStatus::Alive { pid, .. } if pid == watcher),
@@ -1205,23 +1219,14 @@ fn a_beat_that_changes_nothing_is_taken_into_the_snapshot_in_hand_and_one_that_d
     // alive and is is taken into the snapshot in hand. One that ends or starts a stuck
     // spell is judged, and the stuck moment moves with every beat.
     let mut sandbox = Sandbox::new();
-    sandbox.config("", "");
-    let watcher = sandbox.watch(&[]);
-    let lock = sandbox.path("state").join("watch.lock");
-    sandbox.wait_until(Duration::from_secs(20), "the watch lock", || {
-        fs::read_to_string(&lock).is_ok_and(|text| text.contains(&watcher.to_string()))
-    });
-    let config = mihari::config::load(&sandbox.path("jobs.yaml")).unwrap();
-    let (sender, triggers) = std::sync::mpsc::channel();
-    let sender = std::sync::Mutex::new(sender);
-    let mut live = mihari::engine::live::Live::new(
-        config,
-        std::sync::Arc::new(move |trigger| {
-            let _ = sender.lock().map(|sender| sender.send(trigger));
-        }),
-    )
-    .unwrap();
+    let (watcher, lock, mut live, triggers) = live_beside_a_watcher(&mut sandbox);
     let mut held = live.start(chrono::Utc::now());
+    // What the watcher recorded as it started (its store's writes) is judged first, so the
+    // beat below comes alone.
+    let started = batch(&mut live, &triggers, Duration::from_secs(1));
+    if let Some(fresh) = live.apply(started, false, chrono::Utc::now()) {
+        held = fresh;
+    }
     let judged_at = held.generated_at;
     let beat = |at: std::time::SystemTime| {
         fs::File::open(&lock).unwrap().set_modified(at).unwrap();

@@ -233,6 +233,21 @@ impl Pace {
         self.holds
     }
 
+    /// Tells the pace what the batch just handed out asks of its pass, once a beat has been
+    /// taken out of `arrivals` ([`Live::absorb_beat`]): no pass, or the store alone, does not
+    /// count for it ([`Pace::made_no_pass`], [`Pace::read_the_store_only`]). A deadline that
+    /// came (`reached`) makes a whole pass, which counts.
+    pub fn weigh(&mut self, arrivals: &Arrivals, reached: bool) {
+        if reached {
+            return;
+        }
+        if !arrivals.any() {
+            self.made_no_pass();
+        } else if arrivals.store_only() {
+            self.read_the_store_only();
+        }
+    }
+
     /// Says that the last batch made no pass at all (a beat taken into the snapshot in hand,
     /// a tick of the screen's clock): it does not count for the pace, nor as a pass in a row.
     pub fn made_no_pass(&mut self) {

@@ -941,13 +941,7 @@ impl Engine {
     /// store that could not be read — reads the whole store again, as
     /// [`Engine::refresh_store`] does.
     pub fn refresh_watcher(&mut self, now: DateTime<Utc>) -> Snapshot {
-        if self.evidence.len() != self.config.jobs.len() || self.store_fault.is_some() {
-            return self.refresh_store(now);
-        }
-        let same_watcher = record::watcher_status(self.store.as_ref(), &self.config, now)
-            .ok()
-            .filter(|status| self.watcher.same_live_watcher(status));
-        match same_watcher {
+        match self.same_watcher_again(now) {
             Some(status) => {
                 self.watcher = status;
                 self.reassess(now)
@@ -956,19 +950,25 @@ impl Engine {
         }
     }
 
+    /// Whether a watcher watches, read again, when it is the same live watcher as before and
+    /// every job's part of the store is in hand; `None` otherwise: another watcher, none, or
+    /// a store fault, for which the whole store is read again.
+    fn same_watcher_again(&self, now: DateTime<Utc>) -> Option<WatcherStatus> {
+        if self.evidence.len() != self.config.jobs.len() || self.store_fault.is_some() {
+            return None;
+        }
+        record::watcher_status(self.store.as_ref(), &self.config, now)
+            .ok()
+            .filter(|status| self.watcher.same_live_watcher(status))
+    }
+
     /// A beat of the same live watcher that changes nothing judged (it was not stuck, and is
     /// not): its status is taken, and returned as of `now` for the snapshot in hand, with no
     /// job judged again. `None` when it does change something, or is not such a beat: that
     /// is [`Engine::refresh_watcher`]'s. On 10,000 jobs a judgment costs some 20 ms, and the
     /// watcher beats twice a minute.
     pub fn absorb_beat(&mut self, now: DateTime<Utc>) -> Option<WatcherStatus> {
-        if self.evidence.len() != self.config.jobs.len() || self.store_fault.is_some() {
-            return None;
-        }
-        let status = record::watcher_status(self.store.as_ref(), &self.config, now).ok()?;
-        if !self.watcher.same_live_watcher(&status) {
-            return None;
-        }
+        let status = self.same_watcher_again(now)?;
         let (was, is) = (self.watcher.at(now), status.at(now));
         let state_dir = &self.config.settings.state_dir;
         if was.broken_rule(now) != is.broken_rule(now)

@@ -330,11 +330,7 @@ async fn event_loop(
         // engine's own deadlines (a stall, a timeout, a check) has come.
         let reached = engine_deadline.is_some_and(|at| at <= now);
         live.absorb_beat(&mut arrivals, model.snapshot.as_mut(), now);
-        if !reached && !arrivals.any() {
-            pace.made_no_pass();
-        } else if !reached && arrivals.store_only() {
-            pace.read_the_store_only();
-        }
+        pace.weigh(&arrivals, reached);
         // Nothing draws while the next snapshot is made, and one is always made when
         // something arrived or a deadline came: the last one is let go first, so a farm
         // never holds two of them beside the engine's evidence.
